@@ -1,0 +1,116 @@
+// Package attempt carries one gated activity attempt through its context: the key,
+// what the gate knows of the claim, and what the calls made during the attempt
+// observed about whether their write happened. The interceptor puts it in the
+// activity's context; idemhttp reads the key and reports observations; the gate reads
+// the observations when the activity returns an error. Package interceptor re-exports
+// the parts users need.
+package attempt
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Outcome is what one outgoing call learned about its write.
+type Outcome int
+
+const (
+	// Unknown: the request may have reached the vendor and no definite answer came
+	// (timeout after the request was written, dropped connection, 5xx from a vendor
+	// that does not deduplicate).
+	Unknown Outcome = iota
+	// NotSent: the request certainly never reached the vendor (dial refused, context
+	// done before the request was written, refused by the transport).
+	NotSent
+	// Rejected: the vendor answered that it did not perform the write (a 4xx
+	// rejection).
+	Rejected
+	// Committed: the vendor answered that the write happened.
+	Committed
+	// InFlight: the vendor says the same key is still being processed.
+	InFlight
+	// Conflict: the vendor says the key was used with another payload.
+	Conflict
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case NotSent:
+		return "not-sent"
+	case Rejected:
+		return "rejected"
+	case Committed:
+		return "committed"
+	case InFlight:
+		return "in-flight"
+	case Conflict:
+		return "conflict"
+	default:
+		return "unknown"
+	}
+}
+
+// Definite reports whether the outcome proves the write did not happen.
+func (o Outcome) Definite() bool { return o == NotSent || o == Rejected || o == Conflict }
+
+// Observation is one outgoing call's report.
+type Observation struct {
+	Outcome Outcome
+	// Vendor names the profile or vendor ("stripe").
+	Vendor string
+	// Status is the HTTP status, when there was an answer.
+	Status int
+	// Replayed: the vendor said it answered from its own idempotency store.
+	Replayed bool
+	// Detail is a short, human-readable note ("409 idempotency_key_in_use").
+	Detail string
+}
+
+// State is the attempt as the gate set it up.
+type State struct {
+	// Key is the activity's idempotency key, the same on every attempt.
+	Key string
+	// Activity is the activity type name.
+	Activity string
+	// Effect is "read", "idempotent-write" or "destructive".
+	Effect string
+	// FirstClaimed is when the key was first claimed: the time of the first attempt
+	// that may have reached the vendor (zero for reads).
+	FirstClaimed time.Time
+	// Retry is true when an earlier attempt held this key's claim (a takeover or a
+	// re-claim): the vendor may already have seen the key.
+	Retry bool
+
+	mu  sync.Mutex
+	obs []Observation
+}
+
+// Observe records an observation. Safe for concurrent use.
+func (s *State) Observe(o Observation) {
+	s.mu.Lock()
+	s.obs = append(s.obs, o)
+	s.mu.Unlock()
+}
+
+// Observations returns a copy of what was observed so far.
+func (s *State) Observations() []Observation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Observation, len(s.obs))
+	copy(out, s.obs)
+	return out
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying s.
+func NewContext(ctx context.Context, s *State) context.Context {
+	return context.WithValue(ctx, ctxKey{}, s)
+}
+
+// FromContext returns the attempt carried by ctx.
+func FromContext(ctx context.Context) (*State, bool) {
+	s, ok := ctx.Value(ctxKey{}).(*State)
+	return s, ok && s != nil
+}

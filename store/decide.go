@@ -1,0 +1,112 @@
+package store
+
+// Decide is the claim rule every backend applies inside its atomic step, so all
+// backends agree cell by cell. Given the existing record (found=false when there is
+// none) and a claim, it returns the outcome, the record as it must be stored after
+// Begin, and whether it must be written. When write is true, the backend stores next
+// and appends ClaimReceipt(c, outcome) in the same commit.
+func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record, write bool) {
+	if !found || !c.Now.Before(existing.ExpiresAt) || existing.State == StateReleased {
+		next = fresh(c)
+		if found && existing.State == StateReleased && c.Now.Before(existing.ExpiresAt) {
+			// A re-claim after a definite failure keeps the window's history.
+			next.Claims = existing.Claims + 1
+			next.CreatedAt = existing.CreatedAt
+		}
+		return OutcomeClaimed, next, true
+	}
+	if existing.ArgsHash != c.ArgsHash {
+		return OutcomeConflict, existing, false
+	}
+	switch existing.State {
+	case StateCompleted:
+		return OutcomeCompleted, existing, false
+	case StateClaimed:
+		if c.Now.Before(existing.Lease) {
+			return OutcomeInFlight, existing, false
+		}
+	}
+	// Owner gone (lease passed, or the owner said it ended without proof): outcome unknown.
+	if !c.TakeOver {
+		return OutcomeUnknown, existing, false
+	}
+	next = existing
+	next.State = StateClaimed
+	next.Owner = c.Owner
+	next.Lease = c.Lease
+	next.WorkflowID, next.RunID, next.Attempt = c.WorkflowID, c.RunID, c.Attempt
+	next.Claims = existing.Claims + 1
+	next.UpdatedAt = c.Now
+	return OutcomeTakenOver, next, true
+}
+
+func fresh(c Claim) Record {
+	return Record{
+		Key:        c.Key,
+		Activity:   c.Activity,
+		Effect:     c.Effect,
+		ArgsHash:   c.ArgsHash,
+		Args:       c.Args,
+		State:      StateClaimed,
+		Owner:      c.Owner,
+		Lease:      c.Lease,
+		WorkflowID: c.WorkflowID,
+		RunID:      c.RunID,
+		Attempt:    c.Attempt,
+		Claims:     1,
+		CreatedAt:  c.Now,
+		UpdatedAt:  c.Now,
+		ExpiresAt:  c.Now.Add(c.Window),
+	}
+}
+
+// ClaimReceipt is the receipt Begin appends when it claims or takes over.
+func ClaimReceipt(c Claim, o Outcome) Receipt {
+	d := DecisionClaimed
+	if o == OutcomeTakenOver {
+		d = DecisionTakenOver
+	}
+	return Receipt{
+		Time:       c.Now,
+		Key:        c.Key,
+		Activity:   c.Activity,
+		Effect:     c.Effect,
+		Decision:   d,
+		ArgsHash:   c.ArgsHash,
+		WorkflowID: c.WorkflowID,
+		RunID:      c.RunID,
+		Attempt:    c.Attempt,
+	}
+}
+
+// Apply is the transition rule for Complete (to StateCompleted), Release (to
+// StateReleased) and Abandon (to StateUnknown): it checks ownership and returns the
+// record as it must be stored, or ErrNotOwner. Backends that run the check in SQL
+// must match it: the owner must match and the state must be StateClaimed.
+func Apply(existing Record, to State, t Transition) (Record, error) {
+	if existing.Owner != t.Owner || existing.State != StateClaimed {
+		return existing, ErrNotOwner
+	}
+	next := existing
+	next.State = to
+	next.UpdatedAt = t.Now
+	if to == StateCompleted {
+		next.Result = t.Result
+		next.ResultOmitted = t.ResultOmitted
+		next.ExpiresAt = t.Now.Add(t.Window)
+	}
+	return next, nil
+}
+
+// ReceiptWithTime returns the receipt to append, with a zero time filled from the
+// transition's clock and an empty key from the transition.
+func (t Transition) ReceiptWithTime() Receipt {
+	r := t.Receipt
+	if r.Time.IsZero() {
+		r.Time = t.Now
+	}
+	if r.Key == "" {
+		r.Key = t.Key
+	}
+	return r
+}

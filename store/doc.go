@@ -1,0 +1,16 @@
+// Package store defines the durable memory behind the idemgate gate: an atomic claim
+// per key with an owner token and a lease, the stored result of a finished write, and
+// append-only receipts of every decision.
+//
+// # Contract
+//
+// A key is claimed by primary-key insert: of many concurrent Begins on one key,
+// exactly one wins. Complete, Release and Abandon are owner-checked (a fencing token
+// per attempt), so a zombie attempt that finishes late cannot overwrite the attempt
+// that took over. Each state change appends its receipt in the same atomic step.
+// Decide and Apply are the rules every backend applies, so every backend agrees;
+// package storetest checks a backend against them.
+//
+// Backends: store/memory (tests), store/sqlite (embedded default) and
+// store/postgres (many workers on many machines).
+package store

@@ -1,0 +1,13 @@
+package memory_test
+
+import (
+	"testing"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memory"
+	"github.com/idemgate/idemgate/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+}

@@ -1,0 +1,77 @@
+package store
+
+import "time"
+
+// Decision is what the gate decided for one attempt. The strings are stored and
+// shown by the CLI; they are part of the contract.
+type Decision string
+
+const (
+	// DecisionRan: a read ran, or a write ran and its result was stored.
+	DecisionRan Decision = "ran"
+	// DecisionClaimed: a write claimed its key and is about to run.
+	DecisionClaimed Decision = "claimed"
+	// DecisionTakenOver: an idempotent write took over a claim whose owner was gone.
+	DecisionTakenOver Decision = "taken-over"
+	// DecisionReplayed: a finished write was repeated; the stored result was returned.
+	DecisionReplayed Decision = "replayed"
+	// DecisionRefusedInFlight: refused because an earlier attempt may still be running
+	// or may have reached the outside world.
+	DecisionRefusedInFlight Decision = "refused-in-flight"
+	// DecisionRefusedConflict: refused because the key was used with other arguments.
+	DecisionRefusedConflict Decision = "refused-conflict"
+	// DecisionGated: refused by the replay policy or a pause; the call was withheld.
+	DecisionGated Decision = "gated"
+	// DecisionReleased: the attempt failed definitely; the claim was released.
+	DecisionReleased Decision = "released"
+	// DecisionUnknown: the attempt ended without proof either way; the claim stays.
+	DecisionUnknown Decision = "unknown"
+	// DecisionResolved: a person or reconciler settled an unknown outcome.
+	DecisionResolved Decision = "resolved"
+)
+
+// Receipt is one append-only line of evidence.
+type Receipt struct {
+	// ID is assigned by the store, increasing in append order.
+	ID       int64
+	Time     time.Time
+	Key      string
+	Activity string
+	Effect   string
+	Decision Decision
+	ArgsHash string
+	// Call is the canonical JSON of the arguments, set when a call was withheld.
+	Call       []byte
+	WorkflowID string
+	RunID      string
+	Attempt    int32
+	// ResultRef names the stored result (a digest), when there is one.
+	ResultRef string
+	Error     string
+	// Actor and Reason are set when a person resolved an outcome.
+	Actor  string
+	Reason string
+}
+
+// ReceiptFilter selects receipts; zero fields match everything.
+type ReceiptFilter struct {
+	Key        string
+	WorkflowID string
+	Activity   string
+	Decision   Decision
+	// Since and Until bound Time (inclusive, exclusive).
+	Since time.Time
+	Until time.Time
+	// Limit caps the number returned (0: no cap).
+	Limit int
+}
+
+// Match reports whether r passes the filter. Backends that filter in memory use it.
+func (f ReceiptFilter) Match(r Receipt) bool {
+	return (f.Key == "" || r.Key == f.Key) &&
+		(f.WorkflowID == "" || r.WorkflowID == f.WorkflowID) &&
+		(f.Activity == "" || r.Activity == f.Activity) &&
+		(f.Decision == "" || r.Decision == f.Decision) &&
+		(f.Since.IsZero() || !r.Time.Before(f.Since)) &&
+		(f.Until.IsZero() || r.Time.Before(f.Until))
+}

@@ -1,0 +1,152 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors every backend returns (possibly wrapped) so callers can use errors.Is.
+var (
+	// ErrNotFound: no record for that key.
+	ErrNotFound = errors.New("idemgate/store: no record for this key")
+	// ErrNotOwner: the caller's owner token is not the claim's current owner, or the
+	// record is not in a state the transition may leave. A zombie attempt gets this
+	// when it tries to complete or release a claim another attempt has taken over.
+	ErrNotOwner = errors.New("idemgate/store: not the current owner of this claim")
+	// ErrUnavailable marks errors that mean the store could not be reached or did
+	// not answer in time. The gate fails writes closed (retryable) on any store error;
+	// backends wrap their connection and lock errors with it so operators can tell an
+	// outage from a bug.
+	ErrUnavailable = errors.New("idemgate/store: store unavailable")
+)
+
+// State is where a claim stands.
+type State string
+
+const (
+	// StateClaimed: an attempt holds the claim and may still be running until its lease passes.
+	StateClaimed State = "claimed"
+	// StateUnknown: the owning attempt ended without proof either way (timeout, dropped
+	// connection, unmarked error, panic). The side effect may have happened.
+	StateUnknown State = "unknown"
+	// StateCompleted: the write finished and its result is stored.
+	StateCompleted State = "completed"
+	// StateReleased: the write definitely did not happen; the next attempt may run.
+	StateReleased State = "released"
+)
+
+// Outcome is what Begin found and did.
+type Outcome string
+
+const (
+	// OutcomeClaimed: no live record (none, released, or past its window): the caller now owns a new claim.
+	OutcomeClaimed Outcome = "claimed"
+	// OutcomeTakenOver: the earlier owner is gone with the outcome unknown and the claim
+	// asked to take over: the caller now owns it and runs again with the same key.
+	OutcomeTakenOver Outcome = "taken-over"
+	// OutcomeCompleted: a finished write with the same arguments; Record holds its result.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeConflict: a live record with a different args hash.
+	OutcomeConflict Outcome = "conflict"
+	// OutcomeInFlight: another attempt holds the claim and its lease has not passed.
+	OutcomeInFlight Outcome = "in-flight"
+	// OutcomeUnknown: the earlier owner is gone with the outcome unknown and the claim
+	// did not ask to take over. Nothing was changed.
+	OutcomeUnknown Outcome = "unknown"
+)
+
+// Record is the stored state of one key.
+type Record struct {
+	Key      string
+	Activity string
+	Effect   string
+	ArgsHash string
+	// Args is the canonical JSON of the arguments: the exact call, printed when a
+	// write is withheld.
+	Args  []byte
+	State State
+	// Owner is the fencing token of the attempt that holds (or last held) the claim.
+	Owner string
+	// Lease is when the owning attempt's deadline passes; until then it may be running.
+	Lease time.Time
+	// Result is the encoded result (a Temporal payload) of a completed write.
+	Result []byte
+	// ResultOmitted: completed, but the result was over the size limit and not stored.
+	ResultOmitted bool
+	WorkflowID    string
+	RunID         string
+	Attempt       int32
+	// Claims counts how often the key was claimed in this window (first claim, takeovers, re-claims after release).
+	Claims int
+	// CreatedAt is when the key was first claimed in this window; a takeover keeps it.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// ExpiresAt is when the record is forgotten: a later Begin treats it as absent and Sweep removes it.
+	ExpiresAt time.Time
+}
+
+// Claim asks Begin for ownership of a key.
+type Claim struct {
+	Key      string
+	Activity string
+	Effect   string
+	ArgsHash string
+	Args     []byte
+	// Owner is a fencing token unique to this attempt.
+	Owner string
+	// Lease is this attempt's deadline.
+	Lease time.Time
+	// Window is how long the record is remembered from Now (and, after Complete, from completion).
+	Window time.Duration
+	// TakeOver: when the earlier owner is gone with the outcome unknown, take the claim
+	// (idempotent writes) instead of reporting OutcomeUnknown (destructive ones).
+	TakeOver   bool
+	WorkflowID string
+	RunID      string
+	Attempt    int32
+	// Now is the caller's clock; stores never read their own, so tests can move time.
+	Now time.Time
+}
+
+// Transition moves an owned claim to its next state. Receipt is appended in the same
+// atomic step: no receipt, no transition.
+type Transition struct {
+	Key   string
+	Owner string
+	Now   time.Time
+	// Result and ResultOmitted are for Complete.
+	Result        []byte
+	ResultOmitted bool
+	// Window is for Complete: the result is remembered until Now+Window.
+	Window  time.Duration
+	Receipt Receipt
+}
+
+// Store is the durable memory the gate needs. Every method is safe for concurrent use
+// by many goroutines (and, for durable backends, many processes).
+//
+// Begin is the atomic claim: of all concurrent Begins on one key with no live record,
+// exactly one gets OutcomeClaimed. When Begin claims or takes over, it appends a
+// receipt (DecisionClaimed or DecisionTakenOver) in the same atomic step.
+//
+// Complete, Release and Abandon succeed only for the current owner of a claim in
+// StateClaimed, and return ErrNotOwner otherwise.
+type Store interface {
+	Begin(ctx context.Context, c Claim) (Outcome, Record, error)
+	// Complete stores the result: StateCompleted.
+	Complete(ctx context.Context, t Transition) error
+	// Release records a definite failure: StateReleased, the next Begin claims anew.
+	Release(ctx context.Context, t Transition) error
+	// Abandon records that the owner ended with the outcome unknown: StateUnknown.
+	Abandon(ctx context.Context, t Transition) error
+	// Get returns the record of a key, or ErrNotFound.
+	Get(ctx context.Context, key string) (Record, error)
+	// Append adds a receipt. Receipts are never changed or removed.
+	Append(ctx context.Context, r Receipt) error
+	// Receipts lists receipts matching f, oldest first.
+	Receipts(ctx context.Context, f ReceiptFilter) ([]Receipt, error)
+	// Sweep removes at most limit records whose ExpiresAt is at or before now and
+	// reports how many it removed. Receipts are kept.
+	Sweep(ctx context.Context, now time.Time, limit int) (int, error)
+}

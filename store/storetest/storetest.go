@@ -1,0 +1,493 @@
+// Package storetest is the conformance suite every store.Store backend must pass.
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+//	}
+//
+// The suite never sleeps: it moves the clock it passes in Claim.Now and
+// Transition.Now. Keys carry a random prefix, so a backend may share one database
+// between subtests and runs.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Run runs every conformance test against stores made by newStore. newStore is
+// called once per subtest and must register its own cleanup with t.Cleanup.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store, k *keys)
+	}{
+		{"ExactlyOneWinner", testExactlyOneWinner},
+		{"CompletedReplaysSameArgs", testCompletedReplays},
+		{"ConflictOnOtherArgs", testConflict},
+		{"LeaseKeepsClaimUntilDeadline", testLease},
+		{"TakeOverKeepsHistory", testTakeOver},
+		{"AbandonMeansOwnerGone", testAbandon},
+		{"ReleaseLetsNextAttemptRun", testRelease},
+		{"StaleOwnerCannotOverwrite", testStaleOwner},
+		{"TransitionsAreOwnerChecked", testTransitionsOwnerChecked},
+		{"WindowExpiry", testWindow},
+		{"SweepIsBounded", testSweep},
+		{"ReceiptsAppendOnly", testReceipts},
+		{"ReceiptFilters", testReceiptFilters},
+		{"ResultRoundTrip", testResultRoundTrip},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			tc.fn(t, s, &keys{prefix: uuid.NewString()})
+		})
+	}
+}
+
+type keys struct{ prefix string }
+
+func (k *keys) key(name string) string { return k.prefix + "/" + name }
+
+// t0 is the suite's clock origin; microsecond precision, UTC, as SQL stores keep it.
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+const window = 24 * time.Hour
+
+func claim(key, owner, hash string, now time.Time) store.Claim {
+	return store.Claim{
+		Key:        key,
+		Activity:   "ChargeCard",
+		Effect:     "destructive",
+		ArgsHash:   hash,
+		Args:       []byte(`{"amount":4200}`),
+		Owner:      owner,
+		Lease:      now.Add(time.Minute),
+		Window:     window,
+		WorkflowID: "wf-1",
+		RunID:      "run-1",
+		Attempt:    1,
+		Now:        now,
+	}
+}
+
+func begin(t *testing.T, s store.Store, c store.Claim, want store.Outcome) store.Record {
+	t.Helper()
+	got, rec, err := s.Begin(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Begin(%s, owner %s): %v", c.Key, c.Owner, err)
+	}
+	if got != want {
+		t.Fatalf("Begin(%s, owner %s) = %q, want %q (record state %q owner %q)", c.Key, c.Owner, got, want, rec.State, rec.Owner)
+	}
+	return rec
+}
+
+func tr(key, owner string, now time.Time, d store.Decision) store.Transition {
+	return store.Transition{Key: key, Owner: owner, Now: now, Window: window,
+		Receipt: store.Receipt{Key: key, Activity: "ChargeCard", Effect: "destructive", Decision: d, ArgsHash: "h1"}}
+}
+
+func get(t *testing.T, s store.Store, key string) store.Record {
+	t.Helper()
+	r, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", key, err)
+	}
+	return r
+}
+
+func testExactlyOneWinner(t *testing.T, s store.Store, k *keys) {
+	const racers = 32
+	for round := range 5 {
+		key := k.key(fmt.Sprintf("race-%d", round))
+		var wg sync.WaitGroup
+		outcomes := make([]store.Outcome, racers)
+		errs := make([]error, racers)
+		start := make(chan struct{})
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				outcomes[i], _, errs[i] = s.Begin(context.Background(), claim(key, fmt.Sprintf("owner-%d", i), "h1", t0))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winners, inflight := 0, 0
+		for i := range racers {
+			if errs[i] != nil {
+				t.Fatalf("racer %d: %v", i, errs[i])
+			}
+			switch outcomes[i] {
+			case store.OutcomeClaimed:
+				winners++
+			case store.OutcomeInFlight:
+				inflight++
+			default:
+				t.Errorf("racer %d: outcome %q", i, outcomes[i])
+			}
+		}
+		if winners != 1 || inflight != racers-1 {
+			t.Fatalf("round %d: %d winners, %d in-flight; want exactly 1 winner", round, winners, inflight)
+		}
+	}
+}
+
+func testCompletedReplays(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("done")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	done := tr(key, "a", t0.Add(time.Second), store.DecisionRan)
+	done.Result = []byte("result-bytes")
+	if err := s.Complete(ctx, done); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	rec := begin(t, s, claim(key, "b", "h1", t0.Add(time.Hour)), store.OutcomeCompleted)
+	if rec.State != store.StateCompleted || !bytes.Equal(rec.Result, []byte("result-bytes")) || rec.Owner != "a" {
+		t.Fatalf("completed record = state %q result %q owner %q", rec.State, rec.Result, rec.Owner)
+	}
+	// A replay changes nothing.
+	if again := get(t, s, key); again.Owner != "a" || again.Claims != 1 {
+		t.Fatalf("replay changed the record: owner %q claims %d", again.Owner, again.Claims)
+	}
+}
+
+func testConflict(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("conflict")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	// Other arguments while the first claim is live: conflict, nothing changed.
+	rec := begin(t, s, claim(key, "b", "h2", t0.Add(time.Second)), store.OutcomeConflict)
+	if rec.ArgsHash != "h1" || rec.Owner != "a" {
+		t.Fatalf("conflict record = hash %q owner %q, want the stored h1/a", rec.ArgsHash, rec.Owner)
+	}
+	if err := s.Complete(ctx, tr(key, "a", t0.Add(2*time.Second), store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	rec = begin(t, s, claim(key, "c", "h2", t0.Add(time.Hour)), store.OutcomeConflict)
+	if rec.State != store.StateCompleted || !bytes.Equal(rec.Args, []byte(`{"amount":4200}`)) {
+		t.Fatalf("conflict must carry the stored record: state %q args %s", rec.State, rec.Args)
+	}
+}
+
+func testLease(t *testing.T, s store.Store, k *keys) {
+	key := k.key("lease")
+	c := claim(key, "a", "h1", t0)
+	c.Lease = t0.Add(10 * time.Second)
+	begin(t, s, c, store.OutcomeClaimed)
+	late := claim(key, "b", "h1", t0.Add(9*time.Second))
+	late.TakeOver = true
+	rec := begin(t, s, late, store.OutcomeInFlight)
+	if !rec.Lease.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("in-flight record lease = %v, want %v", rec.Lease, t0.Add(10*time.Second))
+	}
+	// Lease passed, not asked to take over (destructive): unknown, nothing changes.
+	gone := claim(key, "b", "h1", t0.Add(10*time.Second))
+	begin(t, s, gone, store.OutcomeUnknown)
+	if r := get(t, s, key); r.Owner != "a" || r.State != store.StateClaimed {
+		t.Fatalf("OutcomeUnknown changed the record: owner %q state %q", r.Owner, r.State)
+	}
+}
+
+func testTakeOver(t *testing.T, s store.Store, k *keys) {
+	key := k.key("takeover")
+	c := claim(key, "a", "h1", t0)
+	c.Lease = t0.Add(10 * time.Second)
+	begin(t, s, c, store.OutcomeClaimed)
+	next := claim(key, "b", "h1", t0.Add(11*time.Second))
+	next.TakeOver = true
+	next.Attempt = 2
+	rec := begin(t, s, next, store.OutcomeTakenOver)
+	if rec.Owner != "b" || rec.State != store.StateClaimed || rec.Claims != 2 || !rec.CreatedAt.Equal(t0) || rec.Attempt != 2 {
+		t.Fatalf("taken-over record = owner %q state %q claims %d created %v attempt %d", rec.Owner, rec.State, rec.Claims, rec.CreatedAt, rec.Attempt)
+	}
+	rs, err := s.Receipts(context.Background(), store.ReceiptFilter{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Decision != store.DecisionClaimed || rs[1].Decision != store.DecisionTakenOver {
+		t.Fatalf("receipts = %v, want claimed then taken-over", decisions(rs))
+	}
+}
+
+func testAbandon(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("abandon")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(key, "a", t0.Add(time.Second), store.DecisionUnknown)); err != nil {
+		t.Fatalf("Abandon: %v", err)
+	}
+	if r := get(t, s, key); r.State != store.StateUnknown {
+		t.Fatalf("state after Abandon = %q", r.State)
+	}
+	// The owner said it is gone: no need to wait for the lease.
+	begin(t, s, claim(key, "b", "h1", t0.Add(2*time.Second)), store.OutcomeUnknown)
+	c := claim(key, "b", "h1", t0.Add(2*time.Second))
+	c.TakeOver = true
+	begin(t, s, c, store.OutcomeTakenOver)
+}
+
+func testRelease(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("release")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Release(ctx, tr(key, "a", t0.Add(time.Second), store.DecisionReleased)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if r := get(t, s, key); r.State != store.StateReleased {
+		t.Fatalf("state after Release = %q", r.State)
+	}
+	rec := begin(t, s, claim(key, "b", "h1", t0.Add(2*time.Second)), store.OutcomeClaimed)
+	if rec.Owner != "b" || rec.Claims != 2 {
+		t.Fatalf("re-claim = owner %q claims %d, want b/2", rec.Owner, rec.Claims)
+	}
+	// A released key is free for other arguments too: the first call never happened.
+	key2 := k.key("release-other-args")
+	begin(t, s, claim(key2, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Release(ctx, tr(key2, "a", t0.Add(time.Second), store.DecisionReleased)); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, s, claim(key2, "b", "h2", t0.Add(2*time.Second)), store.OutcomeClaimed)
+}
+
+func testStaleOwner(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("zombie")
+	c := claim(key, "zombie", "h1", t0)
+	c.Lease = t0.Add(5 * time.Second)
+	begin(t, s, c, store.OutcomeClaimed)
+	next := claim(key, "new", "h1", t0.Add(6*time.Second))
+	next.TakeOver = true
+	begin(t, s, next, store.OutcomeTakenOver)
+
+	late := tr(key, "zombie", t0.Add(7*time.Second), store.DecisionRan)
+	late.Result = []byte("zombie-result")
+	for name, op := range map[string]func(context.Context, store.Transition) error{
+		"Complete": s.Complete, "Release": s.Release, "Abandon": s.Abandon,
+	} {
+		if err := op(ctx, late); !errors.Is(err, store.ErrNotOwner) {
+			t.Fatalf("zombie %s = %v, want ErrNotOwner", name, err)
+		}
+	}
+	good := tr(key, "new", t0.Add(8*time.Second), store.DecisionRan)
+	good.Result = []byte("new-result")
+	if err := s.Complete(ctx, good); err != nil {
+		t.Fatalf("owner Complete: %v", err)
+	}
+	if r := get(t, s, key); string(r.Result) != "new-result" || r.Owner != "new" {
+		t.Fatalf("record = result %q owner %q, want the new owner's", r.Result, r.Owner)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decisions(rs); fmt.Sprint(got) != "[claimed taken-over ran]" {
+		t.Fatalf("receipts = %v: a refused transition must not leave a receipt", got)
+	}
+}
+
+func testTransitionsOwnerChecked(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	missing := tr(k.key("missing"), "a", t0, store.DecisionRan)
+	if err := s.Complete(ctx, missing); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("Complete of a missing key = %v, want ErrNotOwner", err)
+	}
+	if _, err := s.Get(ctx, k.key("missing")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get of a missing key = %v, want ErrNotFound", err)
+	}
+	key := k.key("twice")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Complete(ctx, tr(key, "a", t0, store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	// Only a claimed record moves: completing or releasing a completed one is refused.
+	if err := s.Complete(ctx, tr(key, "a", t0, store.DecisionRan)); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("second Complete = %v, want ErrNotOwner", err)
+	}
+	if err := s.Release(ctx, tr(key, "a", t0, store.DecisionReleased)); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("Release after Complete = %v, want ErrNotOwner", err)
+	}
+}
+
+func testWindow(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("window")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	done := t0.Add(time.Minute)
+	if err := s.Complete(ctx, tr(key, "a", done, store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, s, key); !r.ExpiresAt.Equal(done.Add(window)) {
+		t.Fatalf("ExpiresAt = %v, want completion+window %v", r.ExpiresAt, done.Add(window))
+	}
+	begin(t, s, claim(key, "b", "h1", done.Add(window-time.Second)), store.OutcomeCompleted)
+	rec := begin(t, s, claim(key, "c", "h2", done.Add(window)), store.OutcomeClaimed)
+	if rec.Owner != "c" || rec.Claims != 1 || rec.ArgsHash != "h2" {
+		t.Fatalf("past the window = owner %q claims %d hash %q, want a new write", rec.Owner, rec.Claims, rec.ArgsHash)
+	}
+}
+
+func testSweep(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	for i := range 5 {
+		c := claim(k.key(fmt.Sprintf("old-%d", i)), "a", "h1", t0)
+		c.Window = time.Hour
+		begin(t, s, c, store.OutcomeClaimed)
+	}
+	live := claim(k.key("live"), "a", "h1", t0)
+	live.Window = 48 * time.Hour
+	begin(t, s, live, store.OutcomeClaimed)
+
+	now := t0.Add(2 * time.Hour)
+	n1, err := s.Sweep(ctx, now, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n1 > 3 || n1 == 0 {
+		t.Fatalf("Sweep(limit 3) removed %d", n1)
+	}
+	total := n1
+	for range 5 {
+		n, err := s.Sweep(ctx, now, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	// Other subtests may share the database: count only our keys.
+	for i := range 5 {
+		if _, err := s.Get(ctx, k.key(fmt.Sprintf("old-%d", i))); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("expired old-%d still there after sweeping (err %v)", i, err)
+		}
+	}
+	if _, err := s.Get(ctx, k.key("live")); err != nil {
+		t.Fatalf("live record swept: %v", err)
+	}
+	if total < 5 {
+		t.Fatalf("sweeps reported %d removed, want at least 5", total)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: k.key("old-0")})
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("receipts of a swept key = %d (%v): receipts outlive records", len(rs), err)
+	}
+}
+
+func testReceipts(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("receipts")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	refused := store.Receipt{Time: t0.Add(time.Second), Key: key, Activity: "ChargeCard", Effect: "destructive",
+		Decision: store.DecisionRefusedInFlight, ArgsHash: "h1", Call: []byte(`{"amount":4200}`), Error: "in flight"}
+	if err := s.Append(ctx, refused); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if err := s.Complete(ctx, tr(key, "a", t0.Add(2*time.Second), store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(decisions(rs)); got != "[claimed refused-in-flight ran]" {
+		t.Fatalf("receipts = %s", got)
+	}
+	for i := 1; i < len(rs); i++ {
+		if rs[i].ID <= rs[i-1].ID {
+			t.Fatalf("receipt IDs not increasing: %d then %d", rs[i-1].ID, rs[i].ID)
+		}
+	}
+	r := rs[1]
+	if !bytes.Equal(r.Call, refused.Call) || r.Error != "in flight" || !r.Time.Equal(refused.Time) || r.Activity != "ChargeCard" {
+		t.Fatalf("stored receipt = %+v, want %+v", r, refused)
+	}
+	if rs[0].WorkflowID != "wf-1" || rs[0].RunID != "run-1" || rs[0].Attempt != 1 || rs[0].ArgsHash != "h1" {
+		t.Fatalf("claim receipt lacks the attempt: %+v", rs[0])
+	}
+	// What a caller holds is a copy: changing it changes nothing stored.
+	rs[1].Call[0] = 'X'
+	rs[1].Decision = "tampered"
+	again, err := s.Receipts(ctx, store.ReceiptFilter{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[1].Decision != store.DecisionRefusedInFlight || again[1].Call[0] != '{' {
+		t.Fatalf("receipt changed through a returned copy: %+v", again[1])
+	}
+}
+
+func testReceiptFilters(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	wf := k.key("wf")
+	for i, d := range []store.Decision{store.DecisionRan, store.DecisionReplayed, store.DecisionGated} {
+		r := store.Receipt{Time: t0.Add(time.Duration(i) * time.Minute), Key: k.key(fmt.Sprint("f", i)),
+			Activity: k.key(fmt.Sprint("act", i%2)), Decision: d, WorkflowID: wf}
+		if err := s.Append(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name string
+		f    store.ReceiptFilter
+		want int
+	}{
+		{"workflow", store.ReceiptFilter{WorkflowID: wf}, 3},
+		{"key", store.ReceiptFilter{Key: k.key("f1")}, 1},
+		{"activity", store.ReceiptFilter{WorkflowID: wf, Activity: k.key("act0")}, 2},
+		{"decision", store.ReceiptFilter{WorkflowID: wf, Decision: store.DecisionGated}, 1},
+		{"since", store.ReceiptFilter{WorkflowID: wf, Since: t0.Add(time.Minute)}, 2},
+		{"until", store.ReceiptFilter{WorkflowID: wf, Until: t0.Add(time.Minute)}, 1},
+		{"limit", store.ReceiptFilter{WorkflowID: wf, Limit: 2}, 2},
+	}
+	for _, c := range cases {
+		rs, err := s.Receipts(ctx, c.f)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(rs) != c.want {
+			t.Errorf("%s: %d receipts, want %d", c.name, len(rs), c.want)
+		}
+	}
+}
+
+func testResultRoundTrip(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	payload := bytes.Repeat([]byte{0, 1, 2, 0xff, '\'', '"'}, 1000)
+	key := k.key("bytes")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	done := tr(key, "a", t0, store.DecisionRan)
+	done.Result = payload
+	if err := s.Complete(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, s, key); !bytes.Equal(r.Result, payload) || r.ResultOmitted {
+		t.Fatalf("binary result did not round-trip (%d bytes back, omitted %v)", len(r.Result), r.ResultOmitted)
+	}
+	key2 := k.key("omitted")
+	begin(t, s, claim(key2, "a", "h1", t0), store.OutcomeClaimed)
+	om := tr(key2, "a", t0, store.DecisionRan)
+	om.ResultOmitted = true
+	if err := s.Complete(ctx, om); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, s, key2); !r.ResultOmitted || len(r.Result) != 0 || r.State != store.StateCompleted {
+		t.Fatalf("omitted result = %+v", r)
+	}
+}
+
+func decisions(rs []store.Receipt) []store.Decision {
+	out := make([]store.Decision, len(rs))
+	for i, r := range rs {
+		out[i] = r.Decision
+	}
+	return out
+}
