@@ -74,7 +74,7 @@ func TestGateTable(t *testing.T) {
 	}
 	// want: "run", "stored" (stored result, not run), or an error type with "retryable"/"final".
 	table := []struct {
-		seed                     string
+		seed                    string
 		read, idempotent, destr string
 	}{
 		{"none", "run", "run", "run"},

@@ -12,8 +12,8 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/log"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
@@ -89,9 +89,15 @@ func (t *tools) body(ctx context.Context, what string) (string, error) {
 	return fmt.Sprintf("%s done (attempt %d, key %.8s)", what, activity.GetInfo(ctx).Attempt, key), nil
 }
 
-func (t *tools) GetBalance(ctx context.Context, c Charge) (string, error)    { return t.body(ctx, "balance") }
-func (t *tools) UpsertContact(ctx context.Context, c Charge) (string, error) { return t.body(ctx, "upsert") }
-func (t *tools) ChargeCard(ctx context.Context, c Charge) (string, error)    { return t.body(ctx, "charge") }
+func (t *tools) GetBalance(ctx context.Context, c Charge) (string, error) {
+	return t.body(ctx, "balance")
+}
+func (t *tools) UpsertContact(ctx context.Context, c Charge) (string, error) {
+	return t.body(ctx, "upsert")
+}
+func (t *tools) ChargeCard(ctx context.Context, c Charge) (string, error) {
+	return t.body(ctx, "charge")
+}
 
 // call describes one activity call a test workflow makes.
 type call struct {
