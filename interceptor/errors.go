@@ -183,3 +183,13 @@ func shortList(s []string) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// vendorConflict finds a vendor's "key reused with another payload" answer.
+func vendorConflict(obs []attempt.Observation) (attempt.Observation, bool) {
+	for _, o := range obs {
+		if o.Outcome == attempt.Conflict {
+			return o, true
+		}
+	}
+	return attempt.Observation{}, false
+}

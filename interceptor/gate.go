@@ -121,7 +121,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 	switch outcome {
 	case store.OutcomeClaimed, store.OutcomeTakenOver:
-		return c.run(a.Next, in, rec)
+		return c.run(a.Next, in, rec, outcome == store.OutcomeTakenOver)
 	case store.OutcomeCompleted:
 		return c.replay(rec)
 	case store.OutcomeConflict:
@@ -171,8 +171,10 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 	return h.Key, nil
 }
 
-func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterceptor.ExecuteActivityInput, rec store.Record) (res any, err error) {
-	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: rec.Claims > 1}
+func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterceptor.ExecuteActivityInput, rec store.Record, takenOver bool) (res any, err error) {
+	// Retry: an earlier attempt may have reached the vendor with this key (only a
+	// takeover says so; a re-claim after a release follows attempts that reached nobody).
+	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver}
 	finished := false
 	defer func() {
 		if !finished { // a panic: the outcome is unknown; keep the claim and let the panic go on.
@@ -182,12 +184,20 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	res, err = next.ExecuteActivity(attempt.NewContext(c.ctx, st), in)
 	finished = true
 	if err != nil {
-		if definite(err, st.Observations()) {
+		obs := st.Observations()
+		if definite(err, obs) {
 			if rerr := c.transition(c.r.opts.Store.Release, store.DecisionReleased, nil, false, err); rerr != nil {
 				activity.GetLogger(c.ctx).Warn("idemgate: release not stored; the claim stays until its lease passes",
 					"activity", c.name, "key", c.key, "error", rerr)
 			}
 			c.signal(store.DecisionReleased, err)
+			if o, ok := vendorConflict(obs); ok {
+				// Retrying would meet the same answer: the vendor holds this key for another payload.
+				return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s: the vendor %s says the key was already used "+
+					"with another payload (%s); nothing was performed. Next step: give this different write its own "+
+					"key (WithKey), or repeat the original arguments.", c.name, c.effect, c.key, o.Vendor, o.Detail),
+					ErrTypeConflict, true, 0, ConflictDetails{Key: c.key, Activity: c.name, ArgsHash: c.hash, Args: c.args})
+			}
 			return nil, boundary(err)
 		}
 		c.abandon(err, store.DecisionUnknown)

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -480,4 +481,54 @@ func decisionsOf(rs []store.Receipt) string {
 		s = append(s, string(r.Decision))
 	}
 	return strings.Join(s, " ")
+}
+
+// What the calls of an attempt observed (package idemhttp reports it) decides an
+// unmarked error: all definitely not performed → released, the retry runs; anything
+// else → unknown; a vendor's key-reuse answer → a final conflict.
+func TestObservationsDecideUnmarkedErrors(t *testing.T) {
+	cases := []struct {
+		name     string
+		observe  []attempt.Outcome
+		wantType string // "" → the retry runs and succeeds
+		attempts int
+	}{
+		{"not sent", []attempt.Outcome{attempt.NotSent}, "", 2},
+		{"rejected then not sent", []attempt.Outcome{attempt.Rejected, attempt.NotSent}, "", 2},
+		{"committed then error", []attempt.Outcome{attempt.Committed}, interceptor.ErrTypeInFlight, 1},
+		{"one unknown", []attempt.Outcome{attempt.NotSent, attempt.Unknown}, interceptor.ErrTypeInFlight, 1},
+		{"vendor conflict", []attempt.Outcome{attempt.Conflict}, interceptor.ErrTypeConflict, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			attempts := 0
+			h.tools.fail = func(ctx context.Context) (error, bool) {
+				attempts++
+				if ctxAttempt(ctx) > 1 {
+					return nil, false
+				}
+				st, ok := attempt.FromContext(ctx)
+				if !ok {
+					t.Fatal("no attempt state in the activity context")
+				}
+				for _, o := range c.observe {
+					st.Observe(attempt.Observation{Outcome: o, Vendor: "acme", Detail: o.String()})
+				}
+				return errors.New("request failed"), false
+			}
+			_, err := h.run("wf-obs", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3})
+			if c.wantType == "" {
+				if err != nil || h.v.count() != 1 {
+					t.Fatalf("want the retry to run: vendor %d err %v", h.v.count(), err)
+				}
+			} else if app := appErr(t, err); app.Type() != c.wantType || !app.NonRetryable() {
+				t.Fatalf("error %s non-retryable=%v, want final %s", app.Type(), app.NonRetryable(), c.wantType)
+			}
+			// A refused retry never reaches the body.
+			if attempts != c.attempts {
+				t.Fatalf("body ran %d times, want %d", attempts, c.attempts)
+			}
+		})
+	}
 }

@@ -9,9 +9,9 @@ func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record,
 	if !found || !c.Now.Before(existing.ExpiresAt) || existing.State == StateReleased {
 		next = fresh(c)
 		if found && existing.State == StateReleased && c.Now.Before(existing.ExpiresAt) {
-			// A re-claim after a definite failure keeps the window's history.
+			// A re-claim after a definite failure counts the claims, but starts the
+			// clock anew: the earlier attempts certainly reached nobody.
 			next.Claims = existing.Claims + 1
-			next.CreatedAt = existing.CreatedAt
 		}
 		return OutcomeClaimed, next, true
 	}

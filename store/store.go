@@ -79,7 +79,8 @@ type Record struct {
 	Attempt       int32
 	// Claims counts how often the key was claimed in this window (first claim, takeovers, re-claims after release).
 	Claims int
-	// CreatedAt is when the key was first claimed in this window; a takeover keeps it.
+	// CreatedAt is when the claim began that may have reached the outside world: a
+	// takeover keeps it; a re-claim after a release starts anew.
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// ExpiresAt is when the record is forgotten: a later Begin treats it as absent and Sweep removes it.

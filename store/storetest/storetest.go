@@ -248,8 +248,9 @@ func testRelease(t *testing.T, s store.Store, k *keys) {
 		t.Fatalf("state after Release = %q", r.State)
 	}
 	rec := begin(t, s, claim(key, "b", "h1", t0.Add(2*time.Second)), store.OutcomeClaimed)
-	if rec.Owner != "b" || rec.Claims != 2 {
-		t.Fatalf("re-claim = owner %q claims %d, want b/2", rec.Owner, rec.Claims)
+	if rec.Owner != "b" || rec.Claims != 2 || !rec.CreatedAt.Equal(t0.Add(2*time.Second)) || rec.State != store.StateClaimed {
+		t.Fatalf("re-claim = owner %q claims %d created %v state %q, want b, 2 claims, created at the re-claim",
+			rec.Owner, rec.Claims, rec.CreatedAt, rec.State)
 	}
 	// A released key is free for other arguments too: the first call never happened.
 	key2 := k.key("release-other-args")
