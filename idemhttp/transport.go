@@ -102,7 +102,9 @@ func (t *transport) CloseIdleConnections() {
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.invalid != nil {
 		closeBody(req)
-		return nil, fmt.Errorf("idemhttp: %w; nothing was sent (%w); fix the profile", t.invalid, ErrNotSent)
+		st, _ := attempt.FromContext(req.Context())
+		return nil, t.refuse(req, st, t.invalid, true, "the transport was built with an invalid profile",
+			"fix the profile (Profile.Validate reports this at start-up)")
 	}
 	if isRead(req.Method) {
 		// A read is never the write the gate guards: no key, no observation.
@@ -232,7 +234,7 @@ func (t *transport) place(out *http.Request, st *attempt.State, vkey string) err
 		}
 		if err != nil {
 			return t.refuse(out, st, ErrBadBody, true,
-				fmt.Sprintf("%s takes the key in the JSON field %q, and the body is not a JSON object (%v)", t.p.Name, t.p.Field, err),
+				fmt.Sprintf("%s takes the key in the top-level JSON field %q (%v)", t.p.Name, t.p.Field, err),
 				"send a JSON object body, or use a header profile for this endpoint")
 		}
 		out.Body = io.NopCloser(bytes.NewReader(body))
