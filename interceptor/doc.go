@@ -1,0 +1,51 @@
+// Package interceptor is idemgate's Temporal worker interceptor: it makes the side
+// effects of activities at-most-once.
+//
+// # Safe defaults
+//
+// Every activity is classified by its name: read, idempotent write or destructive.
+// Reads always run. A write claims its key in a durable store before it runs and
+// stores its result before it acknowledges. A write whose earlier attempt may
+// already have reached the outside world is refused rather than fired twice; a
+// repeat of a finished write returns the stored result without running. A name with
+// no known verb is destructive and flagged for review. When the gate cannot tell
+// whether a side effect happened, it refuses — with the exact withheld call.
+//
+// # Wiring
+//
+//	st, err := sqlite.Open(ctx, "idemgate.db")
+//	...
+//	gate, err := interceptor.New(interceptor.Options{Store: st})
+//	...
+//	w := worker.New(c, "agent", worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+//
+// The same value mints keys in workflows and gates activities, so the workers that
+// run the workflows and the activities both need it.
+//
+// # Keys
+//
+// Keys are minted in the workflow outbound interceptor from deterministic inputs
+// only: namespace, workflow ID, the original run ID (ScopeExecution) or not
+// (ScopeWorkflowID), a continue-as-new generation, the activity type and its
+// occurrence number among calls of that type. They are UUIDs, stable across
+// retries, worker restarts, replay and reset, and distinct across executions and
+// continue-as-new runs. WithKey gives a caller-owned business key instead;
+// Options.IdentifyingFields derives the key from the fields that identify the
+// record. Inside an activity, KeyFromContext returns the key; package idemhttp
+// forwards it to the vendor.
+//
+// # Outcomes
+//
+// An activity error is an unknown outcome — the claim stays — unless the activity
+// wraps it with NotCommitted, or every call it made through idemhttp was definitely
+// not performed. An idempotent write whose earlier attempt ended unknown runs again
+// with the same key; a destructive one is refused with IdempotencyInFlight
+// (non-retryable) until a person resolves it, unless Options.VendorWindows says the
+// vendor deduplicates on the forwarded key.
+//
+// # Errors
+//
+// The gate's errors are top-level *temporal.ApplicationError values with the
+// ErrType* constants as types; ErrorType reads the type back from an activity error
+// in workflow code.
+package interceptor

@@ -1,0 +1,377 @@
+package interceptor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/internal/canon"
+	"github.com/idemgate/idemgate/store"
+)
+
+// Decisions the gate logs and counts beyond the stored ones.
+const (
+	decisionRefusedInvalid  store.Decision = "refused-invalid"
+	decisionRefusedNoResult store.Decision = "refused-no-result"
+	decisionStoreDown       store.Decision = "refused-store-unavailable"
+)
+
+// evidenceTimeout bounds the store writes made after the activity body returned;
+// they run even when the attempt's own context is already done.
+const evidenceTimeout = 30 * time.Second
+
+func (r *root) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	a := &activityInbound{root: r}
+	a.Next = next
+	return a
+}
+
+type activityInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	root *root
+}
+
+// call is one attempt going through the gate.
+type call struct {
+	r      *root
+	ctx    context.Context
+	info   activity.Info
+	name   string
+	effect Effect
+	key    string
+	args   []byte
+	hash   string
+	owner  string
+	now    time.Time
+}
+
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	r := a.root
+	info := activity.GetInfo(ctx)
+	c := &call{r: r, ctx: ctx, info: info, name: info.ActivityType.Name, now: r.opts.Now()}
+	c.effect = r.classify(c.name).Effect
+	h, hasHeader := readHeader(sdkinterceptor.Header(ctx))
+
+	if c.effect == Read {
+		c.key = h.Key
+		ctx = attempt.NewContext(ctx, &attempt.State{Key: h.Key, Activity: c.name, Effect: Read.String()})
+		res, err := a.Next.ExecuteActivity(ctx, in)
+		rec := c.receipt(store.DecisionRan)
+		if err != nil {
+			rec.Error = err.Error()
+		}
+		if !r.opts.SkipReadReceipts {
+			if aerr := r.opts.Store.Append(context.WithoutCancel(ctx), rec); aerr != nil {
+				activity.GetLogger(ctx).Warn("idemgate: read receipt not stored (the read ran)", "activity", c.name, "error", aerr)
+			}
+		}
+		c.signal(store.DecisionRan, err)
+		if err != nil {
+			return nil, boundary(err)
+		}
+		return res, nil
+	}
+
+	var err error
+	if c.args, c.hash, err = canon.EncodeHash(in.Args); err != nil {
+		c.signal(decisionRefusedInvalid, err)
+		return nil, appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was run. Next step: pass plain data "+
+			"(structs, maps, slices, strings, finite numbers) so the call can be hashed and compared.",
+			c.name, c.effect, err), ErrTypeArgsInvalid, true, 0)
+	}
+	if c.key, err = c.resolveKey(h, hasHeader, in.Args); err != nil {
+		c.signal(decisionRefusedInvalid, err)
+		return nil, err
+	}
+	if h.Replay != nil && !h.Replay.Allows(c.effect) {
+		return nil, c.gated(*h.Replay)
+	}
+
+	c.owner = newOwner()
+	lease := info.Deadline
+	if lease.IsZero() {
+		lease = c.now.Add(defaultLease)
+	}
+	cl := store.Claim{
+		Key: c.key, Activity: c.name, Effect: c.effect.String(), ArgsHash: c.hash, Args: c.args,
+		Owner: c.owner, Lease: lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
+		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: info.Attempt, Now: c.now,
+	}
+	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
+	if err == nil && outcome == store.OutcomeUnknown {
+		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
+		if w, ok := r.opts.VendorWindows[c.name]; ok && c.now.Before(rec.CreatedAt.Add(w)) {
+			cl.TakeOver = true
+			outcome, rec, err = r.opts.Store.Begin(ctx, cl)
+		}
+	}
+	if err != nil {
+		return nil, c.storeDown("claim", err)
+	}
+	switch outcome {
+	case store.OutcomeClaimed, store.OutcomeTakenOver:
+		return c.run(a.Next, in, rec)
+	case store.OutcomeCompleted:
+		return c.replay(rec)
+	case store.OutcomeConflict:
+		return nil, c.conflict(rec)
+	case store.OutcomeInFlight:
+		return nil, c.inFlight(rec)
+	default: // store.OutcomeUnknown: destructive, owner gone, outcome unknown.
+		return nil, c.refuseUnknown(rec)
+	}
+}
+
+func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, error) {
+	ns := c.info.WorkflowNamespace
+	if h.HasBusiness {
+		if n := utf8.RuneCountInString(h.Business); n < MinKeyLength || n > MaxKeyLength {
+			return "", appError(fmt.Sprintf("idemgate: %s (%s): the key %q given with WithKey is %d characters; "+
+				"keys must be %d to %d characters. Nothing was run. Next step: use a longer business key "+
+				"that names the write, e.g. \"order-4217/charge\".",
+				c.name, c.effect, h.Business, n, MinKeyLength, MaxKeyLength), ErrTypeKeyInvalid, true, 0)
+		}
+		return BusinessKey(ns, c.name, h.Business), nil
+	}
+	if fields := c.r.opts.IdentifyingFields[c.name]; len(fields) > 0 && hasHeader {
+		values := []byte{'{'}
+		for i, f := range fields {
+			v, ok, err := canon.Field(args, f)
+			if err != nil || !ok {
+				return "", appError(fmt.Sprintf("idemgate: %s (%s): identifying field %q not found in the arguments %s. "+
+					"Nothing was run. Next step: pass it, or fix Options.IdentifyingFields[%q].",
+					c.name, c.effect, f, c.args, c.name), ErrTypeKeyInvalid, true, 0)
+			}
+			if i > 0 {
+				values = append(values, ',')
+			}
+			values = fmt.Appendf(values, "%q:", f)
+			values = append(values, v...)
+		}
+		values = append(values, '}')
+		return identifyingKey(ns, h.Scope, c.name, values), nil
+	}
+	if !hasHeader || h.Key == "" {
+		return "", appError(fmt.Sprintf("idemgate: %s (%s) arrived without an idempotency key: the workflow %s that "+
+			"scheduled it does not run the idemgate interceptor. Nothing was run. Next step: add the interceptor from "+
+			"interceptor.New to worker.Options.Interceptors of the worker that runs the workflow.",
+			c.name, c.effect, c.info.WorkflowExecution.ID), ErrTypeKeyMissing, true, 0)
+	}
+	return h.Key, nil
+}
+
+func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterceptor.ExecuteActivityInput, rec store.Record) (res any, err error) {
+	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: rec.Claims > 1}
+	finished := false
+	defer func() {
+		if !finished { // a panic: the outcome is unknown; keep the claim and let the panic go on.
+			c.abandon(errors.New("the activity panicked"), store.DecisionUnknown)
+		}
+	}()
+	res, err = next.ExecuteActivity(attempt.NewContext(c.ctx, st), in)
+	finished = true
+	if err != nil {
+		if definite(err, st.Observations()) {
+			if rerr := c.transition(c.r.opts.Store.Release, store.DecisionReleased, nil, false, err); rerr != nil {
+				activity.GetLogger(c.ctx).Warn("idemgate: release not stored; the claim stays until its lease passes",
+					"activity", c.name, "key", c.key, "error", rerr)
+			}
+			c.signal(store.DecisionReleased, err)
+			return nil, boundary(err)
+		}
+		c.abandon(err, store.DecisionUnknown)
+		return nil, boundary(err)
+	}
+	payload, err := c.r.opts.DataConverter.ToPayload(res)
+	var data []byte
+	if err == nil {
+		data, err = proto.Marshal(payload)
+	}
+	if err != nil {
+		c.abandon(err, store.DecisionUnknown)
+		return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s ran, but its result cannot be encoded: %v. "+
+			"The outcome is recorded as unknown. Next step: return a value the data converter can encode.",
+			c.name, c.effect, c.key, err), ErrTypeResultNotStored, true, 0)
+	}
+	omitted := len(data) > c.r.opts.MaxResultSize
+	if omitted {
+		data = nil
+	}
+	if err := c.transition(c.r.opts.Store.Complete, store.DecisionRan, data, omitted, nil); err != nil {
+		if errors.Is(err, store.ErrNotOwner) {
+			c.signal(store.DecisionUnknown, err)
+			return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s: this attempt (%d) finished after another attempt "+
+				"took its claim; its result is not recorded and does not overwrite the newer attempt's.",
+				c.name, c.effect, c.key, c.info.Attempt), ErrTypeInFlight, true, 0)
+		}
+		// No receipt, no success: the write happened but is not on record.
+		return nil, c.storeDown("store the result of", err)
+	}
+	c.signal(store.DecisionRan, nil)
+	return res, nil
+}
+
+// transition runs an owner-checked Complete/Release/Abandon with its receipt, even
+// when the attempt's context is already done.
+func (c *call) transition(op func(context.Context, store.Transition) error, d store.Decision, result []byte, omitted bool, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), evidenceTimeout)
+	defer cancel()
+	now := c.r.opts.Now()
+	rec := c.receipt(d)
+	rec.Time = now
+	if len(result) > 0 {
+		rec.ResultRef = resultRef(result)
+	}
+	if cause != nil {
+		rec.Error = cause.Error()
+	}
+	return op(ctx, store.Transition{Key: c.key, Owner: c.owner, Now: now, Result: result, ResultOmitted: omitted,
+		Window: c.r.opts.Window, Receipt: rec})
+}
+
+func (c *call) abandon(cause error, d store.Decision) {
+	if err := c.transition(c.r.opts.Store.Abandon, d, nil, false, cause); err != nil {
+		activity.GetLogger(c.ctx).Warn("idemgate: unknown outcome not stored; the claim stays until its lease passes",
+			"activity", c.name, "key", c.key, "error", err)
+	}
+	c.signal(d, cause)
+}
+
+func (c *call) replay(rec store.Record) (any, error) {
+	if rec.ResultOmitted {
+		msg := fmt.Sprintf("idemgate: %s (%s) key %s already ran (attempt %d of workflow %s, %s), but its result was "+
+			"over the %d-byte limit and not stored, so it cannot be returned and will not be run again. Next step: "+
+			"raise Options.MaxResultSize, or read the result from the vendor.", c.name, c.effect, c.key, rec.Attempt,
+			rec.WorkflowID, rec.UpdatedAt.Format(time.RFC3339), c.r.opts.MaxResultSize)
+		c.refuse(decisionRefusedNoResult, msg, false)
+		return nil, appError(msg, ErrTypeResultNotStored, true, 0)
+	}
+	var p commonpb.Payload
+	if err := proto.Unmarshal(rec.Result, &p); err != nil {
+		msg := fmt.Sprintf("idemgate: %s (%s) key %s already ran, but its stored result cannot be decoded: %v. "+
+			"It will not be run again. Next step: inspect the record with `idemgate receipts --key %s`.",
+			c.name, c.effect, c.key, err, c.key)
+		c.refuse(decisionRefusedNoResult, msg, false)
+		return nil, appError(msg, ErrTypeResultNotStored, true, 0)
+	}
+	r := c.receipt(store.DecisionReplayed)
+	r.ResultRef = resultRef(rec.Result)
+	if err := c.r.opts.Store.Append(c.ctx, r); err != nil {
+		return nil, c.storeDown("record the replay of", err)
+	}
+	c.signal(store.DecisionReplayed, nil)
+	return converter.NewRawValue(&p), nil
+}
+
+func (c *call) conflict(rec store.Record) error {
+	d := ConflictDetails{Key: c.key, Activity: c.name, ArgsHash: c.hash, StoredArgsHash: rec.ArgsHash,
+		StoredAt: rec.CreatedAt, StoredState: string(rec.State), StoredArgs: rec.Args, Args: c.args,
+		Differs: differs(rec.Args, c.args)}
+	msg := fmt.Sprintf("idemgate: %s (%s) key %s was already used at %s with other arguments (differs: %s; stored "+
+		"args hash %.12s, this call %.12s). Not run. Next step: repeat the exact arguments to get the stored "+
+		"result, or give this different write its own key (WithKey).", c.name, c.effect, c.key,
+		rec.CreatedAt.Format(time.RFC3339), shortList(d.Differs), rec.ArgsHash, c.hash)
+	c.refuse(store.DecisionRefusedConflict, msg, false)
+	return appError(msg, ErrTypeConflict, true, 0, d)
+}
+
+func (c *call) inFlight(rec store.Record) error {
+	wait := max(rec.Lease.Sub(c.now)+time.Second, time.Second)
+	msg := fmt.Sprintf("idemgate: %s (%s) key %s: attempt %d (workflow %s) holds the claim and may still be running "+
+		"until %s. Not run twice; Temporal retries after %s.", c.name, c.effect, c.key, rec.Attempt,
+		rec.WorkflowID, rec.Lease.Format(time.RFC3339), wait.Round(time.Millisecond))
+	c.refuse(store.DecisionRefusedInFlight, msg, false)
+	return appError(msg, ErrTypeInFlight, false, wait)
+}
+
+func (c *call) refuseUnknown(rec store.Record) error {
+	call := c.withheld()
+	msg := fmt.Sprintf("idemgate: refused %s %s key %s: attempt %d (workflow %s, claimed %s) ended without proof of "+
+		"whether it reached the outside world, so it is not sent again. Withheld call: %s. Next step: check with "+
+		"the vendor, then `idemgate resolve %s --sent --reason ...` if it happened (the stored result is returned) "+
+		"or `--not-sent` if it did not (the write runs once more).", c.effect, c.name, c.key, rec.Attempt,
+		rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), call, c.key)
+	c.refuse(store.DecisionRefusedInFlight, msg, true)
+	return appError(msg, ErrTypeInFlight, true, 0, call)
+}
+
+func (c *call) gated(p ReplayPolicy) error {
+	call := c.withheld()
+	allow := "AllowWrites"
+	if c.effect == Destructive {
+		allow = "AllowDestructive"
+	}
+	msg := fmt.Sprintf("idemgate: replay policy withheld %s %s key %s. Withheld call: %s. Next step: re-run with "+
+		"ReplayPolicy{%s: true} to let it fire.", c.effect, c.name, c.key, call, allow)
+	c.refuse(store.DecisionGated, msg, true)
+	return appError(msg, ErrTypeWriteGated, true, 0, call)
+}
+
+func (c *call) withheld() WithheldCall {
+	return WithheldCall{Activity: c.name, Key: c.key, Effect: c.effect.String(), Args: c.args}
+}
+
+// refuse records a refusal. A refusal stands even when its receipt cannot be
+// stored: refusing is always safe.
+func (c *call) refuse(d store.Decision, msg string, withCall bool) {
+	r := c.receipt(d)
+	r.Error = msg
+	if withCall {
+		r.Call = c.args
+	}
+	if err := c.r.opts.Store.Append(context.WithoutCancel(c.ctx), r); err != nil {
+		activity.GetLogger(c.ctx).Warn("idemgate: refusal receipt not stored", "activity", c.name, "key", c.key, "error", err)
+	}
+	c.signal(d, errors.New(msg))
+}
+
+func (c *call) storeDown(what string, err error) error {
+	c.signal(decisionStoreDown, err)
+	return appError(fmt.Sprintf("idemgate: could not %s %s (%s) key %s: claim store unavailable: %v. Writes fail "+
+		"closed; Temporal retries. Next step: check the store (database reachable, disk writable).",
+		what, c.name, c.effect, c.key, err), ErrTypeStoreUnavailable, false, 0)
+}
+
+func (c *call) receipt(d store.Decision) store.Receipt {
+	return store.Receipt{
+		Time: c.now, Key: c.key, Activity: c.name, Effect: c.effect.String(), Decision: d, ArgsHash: c.hash,
+		WorkflowID: c.info.WorkflowExecution.ID, RunID: c.info.WorkflowExecution.RunID, Attempt: c.info.Attempt,
+	}
+}
+
+// signal logs a decision through the activity logger and counts it through the
+// worker's metrics handler, tagged by activity, effect and decision.
+func (c *call) signal(d store.Decision, err error) {
+	kv := []any{"decision", string(d), "activity", c.name, "effect", c.effect.String(), "key", c.key, "attempt", c.info.Attempt}
+	logger := activity.GetLogger(c.ctx)
+	switch {
+	case err != nil:
+		logger.Info("idemgate", append(kv, "error", err.Error())...)
+	case c.effect == Read:
+		logger.Debug("idemgate", kv...)
+	default:
+		logger.Info("idemgate", kv...)
+	}
+	activity.GetMetricsHandler(c.ctx).WithTags(map[string]string{
+		"activity_type": c.name, "effect": c.effect.String(), "decision": string(d),
+	}).Counter(MetricDecisions).Inc(1)
+}
+
+// MetricDecisions counts gate decisions, tagged activity_type, effect and decision.
+const MetricDecisions = "idemgate_decisions"
+
+func resultRef(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,154 @@
+package interceptor
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"sync"
+
+	commonpb "go.temporal.io/api/common/v1"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemgate/idemgate/internal/canon"
+)
+
+// New returns the idemgate worker interceptor: register it in
+// worker.Options.Interceptors. The one value mints keys on the workflow side and
+// gates attempts on the activity side, so the worker that runs the workflows and
+// the worker that runs the activities must both have it.
+//
+// New validates opts and returns an error naming every field that is wrong.
+func New(opts Options) (sdkinterceptor.WorkerInterceptor, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &root{opts: o}, nil
+}
+
+type root struct {
+	sdkinterceptor.WorkerInterceptorBase
+	opts    Options
+	classes sync.Map // activity name -> Classification
+}
+
+func (r *root) classify(name string) Classification {
+	if c, ok := r.classes.Load(name); ok {
+		return c.(Classification)
+	}
+	c := r.opts.Classify(name)
+	r.classes.Store(name, c)
+	return c
+}
+
+func (r *root) InterceptWorkflow(ctx workflow.Context, next sdkinterceptor.WorkflowInboundInterceptor) sdkinterceptor.WorkflowInboundInterceptor {
+	w := &workflowInbound{root: r}
+	w.Next = next
+	return w
+}
+
+// workflowInbound lives as long as one workflow execution in the worker's cache; a
+// replay after eviction makes a new one and counts the same occurrences again.
+type workflowInbound struct {
+	sdkinterceptor.WorkflowInboundInterceptorBase
+	root       *root
+	generation int
+	scope      string
+	counts     map[string]int
+}
+
+func (w *workflowInbound) Init(outbound sdkinterceptor.WorkflowOutboundInterceptor) error {
+	o := &workflowOutbound{wf: w}
+	o.Next = outbound
+	return w.Next.Init(o)
+}
+
+func (w *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *sdkinterceptor.ExecuteWorkflowInput) (any, error) {
+	if p := sdkinterceptor.WorkflowHeader(ctx)[headerGeneration]; p != nil {
+		w.generation, _ = strconv.Atoi(string(p.Data))
+	}
+	return w.Next.ExecuteWorkflow(ctx, in)
+}
+
+type workflowOutbound struct {
+	sdkinterceptor.WorkflowOutboundInterceptorBase
+	wf *workflowInbound
+}
+
+func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if err := o.stamp(ctx, activityType, args); err != nil {
+		f, s := workflow.NewFuture(ctx)
+		s.SetError(err)
+		return f
+	}
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func (o *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if err := o.stamp(ctx, activityType, args); err != nil {
+		f, s := workflow.NewFuture(ctx)
+		s.SetError(err)
+		return f
+	}
+	return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
+}
+
+func (o *workflowOutbound) NewContinueAsNewError(ctx workflow.Context, wfn any, args ...any) error {
+	if h := sdkinterceptor.WorkflowHeader(ctx); h != nil {
+		h[headerGeneration] = &commonpb.Payload{Metadata: jsonPlain, Data: []byte(strconv.Itoa(o.wf.generation + 1))}
+	}
+	return o.Next.NewContinueAsNewError(ctx, wfn, args...)
+}
+
+// stamp mints the key of this call from deterministic inputs only (namespace,
+// workflow ID, original run ID or generation, activity type, occurrence) and writes
+// it to the activity header. Never from ActivityID: a reset shifts event IDs, and
+// local-activity IDs change on every retry.
+//
+// A write whose arguments have no canonical form fails here, before it is
+// scheduled, with an error that names the activity and the argument.
+func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args []any) error {
+	w := o.wf
+	if e := w.root.classify(activityType).Effect; e != Read {
+		if _, err := canon.Encode(nil, args); err != nil {
+			return appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was scheduled. Next step: pass plain data "+
+				"(structs, maps, slices, strings, finite numbers) so the call can be hashed and compared.",
+				activityType, e, err), ErrTypeArgsInvalid, true, 0)
+		}
+	}
+	info := workflow.GetInfo(ctx)
+	if w.scope == "" {
+		gen := strconv.Itoa(w.generation)
+		switch w.root.opts.Scope {
+		case ScopeWorkflowID:
+			w.scope = "workflow-id\x00" + info.WorkflowExecution.ID + "\x00" + gen
+		default:
+			w.scope = "execution\x00" + info.WorkflowExecution.ID + "\x00" +
+				cmp.Or(info.OriginalRunID, info.WorkflowExecution.RunID) + "\x00" + gen
+		}
+		w.counts = map[string]int{}
+	}
+	w.counts[activityType]++
+	h := callHeader{
+		Key:   occurrenceKey(info.Namespace, w.scope, activityType, w.counts[activityType]),
+		Scope: w.scope,
+	}
+	if b, ok := ctx.Value(businessKeyCtx{}).(string); ok {
+		h.Business, h.HasBusiness = b, true
+	}
+	if p, ok := ctx.Value(replayPolicyCtx{}).(ReplayPolicy); ok {
+		h.Replay = &p
+	}
+	fields := sdkinterceptor.WorkflowHeader(ctx)
+	if fields == nil {
+		// Not reachable through workflow.ExecuteActivity, which always gives a header.
+		return nil
+	}
+	p, err := h.payload()
+	if err != nil {
+		return err
+	}
+	fields[headerKey] = p
+	return nil
+}

@@ -1,0 +1,128 @@
+package interceptor
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemgate/idemgate/internal/attempt"
+)
+
+// Header names. The activity header carries the minted key and policy from the
+// workflow to the activity; the workflow header carries the continue-as-new generation.
+const (
+	headerKey        = "idemgate"
+	headerGeneration = "idemgate-generation"
+)
+
+// Business key limits for WithKey.
+const (
+	MinKeyLength = 16
+	MaxKeyLength = 255
+)
+
+// keyNamespace roots every idemgate key (UUID version 5); the version of the key
+// derivation ("v1") is the first element of every name hashed under it.
+var keyNamespace = uuid.MustParse("5d0c1d0e-6b7a-4a43-9b8e-1d3c0a2f9e11")
+
+// mint derives a key: a version-5 UUID of the parts, NUL-separated, after "v1".
+// Every key idemgate makes goes through here.
+func mint(kind string, parts ...string) string {
+	n := 4 + len(kind)
+	for _, p := range parts {
+		n += len(p) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, "v1\x00"...)
+	b = append(b, kind...)
+	for _, p := range parts {
+		b = append(b, 0)
+		b = append(b, p...)
+	}
+	return uuid.NewSHA1(keyNamespace, b).String()
+}
+
+// occurrenceKey is the default key: the n-th call (from 1) of activityType in the scope.
+func occurrenceKey(namespace, scope, activityType string, n int) string {
+	return mint("occurrence", namespace, scope, activityType, strconv.Itoa(n))
+}
+
+// BusinessKey returns the key WithKey(ctx, key) gives an activity of activityType in
+// namespace: the key its records, receipts and vendor requests carry. Operators use
+// it to find a business key's records.
+func BusinessKey(namespace, activityType, key string) string {
+	return mint("business", namespace, activityType, key)
+}
+
+// identifyingKey is the key of a call identified by its IdentifyingFields values.
+func identifyingKey(namespace, scope, activityType string, values []byte) string {
+	return mint("identifying", namespace, scope, activityType, string(values))
+}
+
+// callHeader travels from the workflow to the activity.
+type callHeader struct {
+	// Key is the minted occurrence key.
+	Key string `json:"k"`
+	// Scope identifies the key scope (for identifying-field keys).
+	Scope string `json:"s"`
+	// Business is the caller's key from WithKey; HasBusiness says WithKey was used
+	// (so an empty business key is refused, not ignored).
+	Business    string `json:"b,omitempty"`
+	HasBusiness bool   `json:"hb,omitempty"`
+	// Replay is set under WithReplayPolicy.
+	Replay *ReplayPolicy `json:"r,omitempty"`
+}
+
+var jsonPlain = map[string][]byte{"encoding": []byte("json/plain")}
+
+func (h callHeader) payload() (*commonpb.Payload, error) {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	return &commonpb.Payload{Metadata: jsonPlain, Data: data}, nil
+}
+
+func readHeader(fields map[string]*commonpb.Payload) (callHeader, bool) {
+	p := fields[headerKey]
+	if p == nil {
+		return callHeader{}, false
+	}
+	var h callHeader
+	if err := json.Unmarshal(p.Data, &h); err != nil {
+		return callHeader{}, false
+	}
+	return h, true
+}
+
+type businessKeyCtx struct{}
+
+// WithKey makes the caller the owner of the key of every activity scheduled with the
+// returned context: a business key such as "order-4217/charge". The key is scoped
+// only by namespace and activity type, so two calls with the same key — in one
+// execution or in two different workflows — are the same write: the second returns
+// the first's stored result (or IdempotencyConflict when its arguments differ).
+//
+// The key must be 16 to 255 characters. A key outside that is refused when the
+// activity runs (IdempotencyKeyInvalid, non-retryable), and nothing runs.
+// KeyFromContext and the forwarded vendor key are a UUID derived from it.
+func WithKey(ctx workflow.Context, key string) workflow.Context {
+	return workflow.WithValue(ctx, businessKeyCtx{}, key)
+}
+
+// KeyFromContext returns, inside an activity run through the gate, the key of this
+// call: the same on every attempt. ok is false outside the gate.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	s, ok := attempt.FromContext(ctx)
+	if !ok || s.Key == "" {
+		return "", false
+	}
+	return s.Key, true
+}
+
+// newOwner is the fencing token of one attempt.
+func newOwner() string { return uuid.NewString() }

@@ -1,0 +1,147 @@
+package interceptor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Scope says which workflow runs share minted keys.
+type Scope uint8
+
+const (
+	// ScopeExecution (the default): keys are distinct per workflow execution — stable
+	// across activity retries, worker restarts, replay and workflow reset, distinct
+	// across separate executions and continue-as-new runs.
+	ScopeExecution Scope = iota
+	// ScopeWorkflowID: keys are shared by every run with the same workflow ID, so a
+	// workflow retry or a manual re-run with the same ID does not repeat a finished
+	// write. Continue-as-new runs still get distinct keys.
+	ScopeWorkflowID
+)
+
+func (s Scope) String() string {
+	switch s {
+	case ScopeExecution:
+		return "execution"
+	case ScopeWorkflowID:
+		return "workflow-id"
+	}
+	return fmt.Sprintf("Scope(%d)", uint8(s))
+}
+
+// Defaults.
+const (
+	DefaultWindow        = 24 * time.Hour
+	DefaultMaxResultSize = 1 << 20
+	// defaultLease is the lease of an attempt that has no deadline (never the case for
+	// activities Temporal schedules; kept as a guard).
+	defaultLease = 10 * time.Minute
+)
+
+// Options configures the interceptor. The zero value of every field but Store is a
+// safe default.
+type Options struct {
+	// Store remembers claims, results and receipts. Required: New fails without it.
+	// Use store/sqlite (one machine) or store/postgres (many); store/memory only in tests.
+	Store store.Store
+
+	// Effects overrides the name-based classification for the named activities, both
+	// ways: mark a misread name Read, or a harmless-looking one Destructive.
+	// Optional: nil classifies every activity by its name alone.
+	Effects map[string]Effect
+
+	// IdentifyingFields names, per activity, the argument fields that identify the
+	// record it writes (e.g. "UpsertContact": {"email"}). Calls with the same values
+	// are the same write even without WithKey, within the key scope; if their other
+	// arguments differ, the second is an IdempotencyConflict. Fields are matched by
+	// JSON or Go name, case-insensitively, in the first argument that has them.
+	// Optional: nil means keys come from WithKey or the minted occurrence key.
+	IdentifyingFields map[string][]string
+
+	// Window is how long a finished write is remembered: a repeat inside it returns
+	// the stored result, after it the write is new. Optional: 0 means 24 hours.
+	Window time.Duration
+
+	// Scope says which runs share minted keys. Optional: the zero value is ScopeExecution.
+	Scope Scope
+
+	// VendorWindows names activities whose every side effect goes to a vendor that
+	// deduplicates on the forwarded key (see package idemhttp), with the vendor's
+	// window. A destructive one whose earlier attempt ended with an unknown outcome
+	// is then re-sent with the same key while the first attempt is inside the window,
+	// instead of refused. Optional: nil refuses every such retry.
+	VendorWindows map[string]time.Duration
+
+	// DataConverter encodes stored results; a replayed result is handed back as a
+	// converter.RawValue of the stored payload, so it decodes exactly like a fresh
+	// one. Give the converter your client uses, without its codec (the worker applies
+	// the codec on the wire). Optional: nil means converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
+
+	// MaxResultSize is the largest encoded result stored. A larger result is not
+	// stored, and a repeat of that write is refused with IdempotencyResultNotStored
+	// rather than run again. Optional: 0 means 1 MiB.
+	MaxResultSize int
+
+	// SkipReadReceipts stops the gate from appending a receipt for every read.
+	// Optional: false records reads too (one store write per read; a store error
+	// never stops a read).
+	SkipReadReceipts bool
+
+	// Now is the clock. Optional: nil means time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
+	if o.Store == nil {
+		errs = append(errs, errors.New("Options.Store is nil: writes need a durable claim store — "+
+			"open one with sqlite.Open(ctx, path) or postgres.Open(ctx, dsn) (memory.New() in tests)"))
+	}
+	for name, e := range o.Effects {
+		if !e.valid() {
+			errs = append(errs, fmt.Errorf("Options.Effects[%q] = %d is not an Effect: use interceptor.Read, IdempotentWrite or Destructive", name, e))
+		}
+	}
+	for name, fields := range o.IdentifyingFields {
+		if len(fields) == 0 || slices.Contains(fields, "") {
+			errs = append(errs, fmt.Errorf("Options.IdentifyingFields[%q] = %q: list at least one non-empty field name", name, fields))
+		}
+	}
+	for name, w := range o.VendorWindows {
+		if w <= 0 {
+			errs = append(errs, fmt.Errorf("Options.VendorWindows[%q] = %v: give the vendor's deduplication window (> 0)", name, w))
+		}
+	}
+	if o.Window < 0 {
+		errs = append(errs, fmt.Errorf("Options.Window = %v is negative: use 0 for the default (24h)", o.Window))
+	}
+	if o.MaxResultSize < 0 {
+		errs = append(errs, fmt.Errorf("Options.MaxResultSize = %d is negative: use 0 for the default (1 MiB)", o.MaxResultSize))
+	}
+	if o.Scope > ScopeWorkflowID {
+		errs = append(errs, fmt.Errorf("Options.Scope = %d: use ScopeExecution or ScopeWorkflowID", o.Scope))
+	}
+	if len(errs) > 0 {
+		return o, fmt.Errorf("idemgate: invalid options: %w", errors.Join(errs...))
+	}
+	if o.Window == 0 {
+		o.Window = DefaultWindow
+	}
+	if o.MaxResultSize == 0 {
+		o.MaxResultSize = DefaultMaxResultSize
+	}
+	if o.DataConverter == nil {
+		o.DataConverter = converter.GetDefaultDataConverter()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
