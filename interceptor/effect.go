@@ -65,11 +65,16 @@ type Classification struct {
 }
 
 // Verb lists. A token is matched whole, case-insensitively; the most severe match wins.
-var verbs = func() map[string]Effect {
-	m := map[string]Effect{}
+type verb struct {
+	word   string
+	effect Effect
+}
+
+var verbs = func() map[string]verb {
+	m := map[string]verb{}
 	add := func(e Effect, words string) {
 		for _, w := range strings.Fields(words) {
-			m[w] = e
+			m[w] = verb{w, e}
 		}
 	}
 	add(Read, `get list search find fetch read query lookup describe show count check validate
@@ -107,8 +112,8 @@ func Classify(activityName string) Classification {
 				lower[i] = c + 'a' - 'A'
 			}
 		}
-		if e, ok := verbs[string(lower[:n])]; ok && e > best.Effect {
-			best = Classification{Effect: e, Verb: string(lower[:n])}
+		if v, ok := verbs[string(lower[:n])]; ok && v.effect > best.Effect {
+			best = Classification{Effect: v.effect, Verb: v.word}
 		}
 	})
 	if best.Effect == 0 {

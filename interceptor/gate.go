@@ -134,7 +134,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 }
 
 func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, error) {
-	ns := c.info.WorkflowNamespace
+	ns := c.info.Namespace
 	if h.HasBusiness {
 		if n := utf8.RuneCountInString(h.Business); n < MinKeyLength || n > MaxKeyLength {
 			return "", appError(fmt.Sprintf("idemgate: %s (%s): the key %q given with WithKey is %d characters; "+
