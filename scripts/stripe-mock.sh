@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs stripe-mock (the real Stripe API mock the idemhttp tests drive with stripe-go) if
+# scripts/stripe-mock.sh [install] — installs stripe-mock (the real Stripe API mock the idemhttp tests drive with stripe-go) if
 # it is missing, and prints its path. The tests find it in $STRIPE_MOCK, PATH or
 # $(go env GOPATH)/bin; without it they skip, except under CI=true, where they fail.
 set -euo pipefail
