@@ -311,7 +311,12 @@ func (t *transport) classify(resp *http.Response) attempt.Observation {
 		}
 		o.Outcome = a.Outcome
 		o.Replayed = o.Replayed || a.Replayed
-		o.Detail = strings.TrimSpace(strconv.Itoa(code) + " " + a.Code + " " + a.Header)
+		o.Detail = strconv.Itoa(code)
+		for _, w := range []string{a.Code, a.Header, a.Value} {
+			if w != "" {
+				o.Detail += " " + w
+			}
+		}
 		return o
 	}
 	switch {
