@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/google/uuid v1.6.0
+	github.com/stripe/stripe-go/v82 v82.5.1
 	go.temporal.io/api v1.63.5
 	go.temporal.io/sdk v1.50.0
 	google.golang.org/protobuf v1.36.11
