@@ -210,9 +210,10 @@ func compare(ctx context.Context, name string, workers int, s store.Store, b bar
 		}},
 	}
 	for _, st := range steps {
+		tag := fmt.Sprintf("%s-%d/%s", name, workers, st.step) // keys unique per configuration
 		// Warm up both (statement caches, pool connections).
-		run(ctx, workers, 200*time.Millisecond, st.step+"/warm-store", st.store)
-		run(ctx, workers, 200*time.Millisecond, st.step+"/warm-bare", st.bare)
+		run(ctx, workers, 200*time.Millisecond, tag+"/warm-store", st.store)
+		run(ctx, workers, 200*time.Millisecond, tag+"/warm-bare", st.bare)
 		var sn, bn int64
 		var sd, bd time.Duration
 		var ratios []float64
@@ -222,11 +223,11 @@ func compare(ctx context.Context, name string, workers int, s store.Store, b bar
 			var n1, n2 int64
 			var d1, d2 time.Duration
 			if r%2 == 0 {
-				n1, d1 = run(ctx, workers, per, fmt.Sprintf("%s/store/%d", st.step, r), st.store)
-				n2, d2 = run(ctx, workers, per, fmt.Sprintf("%s/bare/%d", st.step, r), st.bare)
+				n1, d1 = run(ctx, workers, per, fmt.Sprintf("%s/store/%d", tag, r), st.store)
+				n2, d2 = run(ctx, workers, per, fmt.Sprintf("%s/bare/%d", tag, r), st.bare)
 			} else {
-				n2, d2 = run(ctx, workers, per, fmt.Sprintf("%s/bare/%d", st.step, r), st.bare)
-				n1, d1 = run(ctx, workers, per, fmt.Sprintf("%s/store/%d", st.step, r), st.store)
+				n2, d2 = run(ctx, workers, per, fmt.Sprintf("%s/bare/%d", tag, r), st.bare)
+				n1, d1 = run(ctx, workers, per, fmt.Sprintf("%s/store/%d", tag, r), st.store)
 			}
 			sn, sd, bn, bd = sn+n1, sd+d1, bn+n2, bd+d2
 			ratios = append(ratios, (float64(n2)/d2.Seconds())/(float64(n1)/d1.Seconds()))
