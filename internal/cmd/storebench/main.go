@@ -1,0 +1,305 @@
+// Command storebench measures the durable stores against bare writes of the same
+// size on the same database, in one run, and prints a markdown table:
+//
+//	go run ./internal/cmd/storebench -backend sqlite
+//	scripts/with-postgres.sh go run ./internal/cmd/storebench -backend postgres
+//
+// "claim" is store.Begin on a new key against a bare single-row INSERT (one
+// commit each); "claim+complete" is Begin then Complete against a bare INSERT then
+// UPDATE (two commits each). Store and bare alternate in short rounds, each
+// going first in turn, so that drift and noisy neighbours hit both; the table gives
+// the ratio over all rounds and the median of the per-round ratios. -memcheck N claims and completes N keys and prints the
+// heap in use every 100,000 steps instead.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "modernc.org/sqlite"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/postgres"
+	"github.com/idemgate/idemgate/store/sqlite"
+)
+
+var (
+	backend  = flag.String("backend", "sqlite", "sqlite, postgres or all")
+	dur      = flag.Duration("d", 6*time.Second, "time per measurement (split into rounds)")
+	rounds   = flag.Int("rounds", 12, "alternating store/bare rounds per measurement")
+	workers  = flag.String("workers", "1,8,32", "PostgreSQL worker counts (SQLite always uses 1)")
+	path     = flag.String("path", "", "SQLite file (default: a new file in a temporary directory)")
+	memcheck = flag.Int("memcheck", 0, "claim+complete this many keys on -backend and print heap in use every 100k")
+)
+
+var (
+	args   = []byte(`{"amount":4200,"currency":"eur","customer":"cus_4217","description":"order 4217"}`)
+	result = []byte(`{"id":"ch_3Nf1x2","status":"succeeded","amount":4200,"currency":"eur","paid":true}`)
+	t0     = time.Now().UTC()
+	runID  = strconv.FormatInt(time.Now().UnixNano(), 36)
+)
+
+func claimFor(key string) store.Claim {
+	return store.Claim{Key: key, Activity: "ChargeCard", Effect: "destructive", ArgsHash: "3f2a9c0b7d1e",
+		Args: args, Owner: key + "#1", Lease: t0.Add(time.Minute), Window: 24 * time.Hour,
+		WorkflowID: "bench-wf", RunID: runID, Attempt: 1, Now: t0}
+}
+
+func completeFor(key string) store.Transition {
+	return store.Transition{Key: key, Owner: key + "#1", Now: t0, Result: result, Window: 24 * time.Hour,
+		Receipt: store.Receipt{Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionRan,
+			ArgsHash: "3f2a9c0b7d1e", WorkflowID: "bench-wf", RunID: runID, Attempt: 1, ResultRef: "sha256:9b1f"}}
+}
+
+// bare is the like-for-like baseline: one row of the same size, no receipt.
+type bare struct {
+	insert func(ctx context.Context, key string) error
+	update func(ctx context.Context, key string) error
+}
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	if *memcheck > 0 {
+		s, closeFn := openStore(ctx, *backend, 8)
+		defer closeFn()
+		memCheck(ctx, s, *memcheck)
+		return
+	}
+	fmt.Printf("go %s, %s/%s, %d CPUs, %v per measurement in %d rounds\n\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *dur, *rounds)
+	fmt.Println("| backend | workers | step | store ops/s | bare ops/s | store µs/op | bare µs/op | store/bare (all) | store/bare (median round) |")
+	fmt.Println("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+	if *backend == "sqlite" || *backend == "all" {
+		s, closeFn := openStore(ctx, "sqlite", 1)
+		b := sqliteBare(ctx, *path)
+		compare(ctx, "SQLite", 1, s, b)
+		closeFn()
+	}
+	if *backend == "postgres" || *backend == "all" {
+		for _, w := range strings.Split(*workers, ",") {
+			n, err := strconv.Atoi(w)
+			if err != nil {
+				log.Fatalf("-workers %q: %v", *workers, err)
+			}
+			s, closeFn := openStore(ctx, "postgres", n)
+			b, closeBare := pgBare(ctx, n)
+			compare(ctx, "PostgreSQL", n, s, b)
+			closeBare()
+			closeFn()
+		}
+	}
+}
+
+func openStore(ctx context.Context, which string, conns int) (store.Store, func()) {
+	switch which {
+	case "sqlite":
+		if *path == "" {
+			dir, err := os.MkdirTemp("", "storebench")
+			if err != nil {
+				log.Fatal(err)
+			}
+			*path = filepath.Join(dir, "bench.db")
+		}
+		s, err := sqlite.Open(ctx, *path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return s, func() { s.Close() }
+	case "postgres":
+		s, err := postgres.OpenWith(ctx, pgDSN(), postgres.Options{MaxConns: int32(conns)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return s, func() { s.Close() }
+	}
+	log.Fatalf("-backend %q: want sqlite or postgres", which)
+	return nil, nil
+}
+
+func pgDSN() string {
+	d := os.Getenv("IDEMGATE_POSTGRES_DSN")
+	if d == "" {
+		log.Fatal("IDEMGATE_POSTGRES_DSN is not set: run under scripts/with-postgres.sh")
+	}
+	return d
+}
+
+func sqliteBare(ctx context.Context, p string) bare {
+	db, err := sql.Open("sqlite", p+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS bench_bare (key TEXT PRIMARY KEY, state TEXT NOT NULL,
+		owner TEXT NOT NULL, args BLOB, result BLOB, updated_at INTEGER NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+	return bare{
+		insert: func(ctx context.Context, key string) error {
+			_, err := db.ExecContext(ctx, `INSERT INTO bench_bare VALUES (?, 'claimed', ?, ?, NULL, ?)`, key, key+"#1", args, t0.UnixMicro())
+			return err
+		},
+		update: func(ctx context.Context, key string) error {
+			_, err := db.ExecContext(ctx, `UPDATE bench_bare SET state = 'completed', result = ?, updated_at = ? WHERE key = ?`, result, t0.UnixMicro(), key)
+			return err
+		},
+	}
+}
+
+func pgBare(ctx context.Context, conns int) (bare, func()) {
+	cfg, err := pgxpool.ParseConfig(pgDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.MaxConns = int32(conns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_bare (key text PRIMARY KEY, state text NOT NULL,
+		owner text NOT NULL, args bytea, result bytea, updated_at timestamptz NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+	return bare{
+		insert: func(ctx context.Context, key string) error {
+			_, err := pool.Exec(ctx, `INSERT INTO bench_bare VALUES ($1, 'claimed', $2, $3, NULL, $4)`, key, key+"#1", args, t0)
+			return err
+		},
+		update: func(ctx context.Context, key string) error {
+			_, err := pool.Exec(ctx, `UPDATE bench_bare SET state = 'completed', result = $1, updated_at = $2 WHERE key = $3`, result, t0, key)
+			return err
+		},
+	}, pool.Close
+}
+
+func compare(ctx context.Context, name string, workers int, s store.Store, b bare) {
+	steps := []struct {
+		step        string
+		store, bare func(ctx context.Context, key string) error
+	}{
+		{"claim", func(ctx context.Context, key string) error {
+			o, _, err := s.Begin(ctx, claimFor(key))
+			if err == nil && o != store.OutcomeClaimed {
+				err = fmt.Errorf("Begin(%s) = %s", key, o)
+			}
+			return err
+		}, b.insert},
+		{"claim+complete", func(ctx context.Context, key string) error {
+			if _, _, err := s.Begin(ctx, claimFor(key)); err != nil {
+				return err
+			}
+			return s.Complete(ctx, completeFor(key))
+		}, func(ctx context.Context, key string) error {
+			if err := b.insert(ctx, key); err != nil {
+				return err
+			}
+			return b.update(ctx, key)
+		}},
+	}
+	for _, st := range steps {
+		tag := fmt.Sprintf("%s-%d/%s", name, workers, st.step) // keys unique per configuration
+		// Warm up both (statement caches, pool connections).
+		run(ctx, workers, 200*time.Millisecond, tag+"/warm-store", st.store)
+		run(ctx, workers, 200*time.Millisecond, tag+"/warm-bare", st.bare)
+		var sn, bn int64
+		var sd, bd time.Duration
+		var ratios []float64
+		per := *dur / time.Duration(*rounds)
+		for r := range *rounds {
+			// Alternate which goes first, so drift and neighbours hit both alike.
+			var n1, n2 int64
+			var d1, d2 time.Duration
+			if r%2 == 0 {
+				n1, d1 = run(ctx, workers, per, fmt.Sprintf("%s/store/%d", tag, r), st.store)
+				n2, d2 = run(ctx, workers, per, fmt.Sprintf("%s/bare/%d", tag, r), st.bare)
+			} else {
+				n2, d2 = run(ctx, workers, per, fmt.Sprintf("%s/bare/%d", tag, r), st.bare)
+				n1, d1 = run(ctx, workers, per, fmt.Sprintf("%s/store/%d", tag, r), st.store)
+			}
+			sn, sd, bn, bd = sn+n1, sd+d1, bn+n2, bd+d2
+			ratios = append(ratios, (float64(n2)/d2.Seconds())/(float64(n1)/d1.Seconds()))
+		}
+		sort.Float64s(ratios)
+		sops, bops := float64(sn)/sd.Seconds(), float64(bn)/bd.Seconds()
+		fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.2fx | %.2fx |\n", name, workers, st.step, sops, bops,
+			float64(workers)*1e6/sops, float64(workers)*1e6/bops, bops/sops, ratios[len(ratios)/2])
+	}
+}
+
+// run calls op on new keys from workers goroutines for d and returns the count
+// and the time taken.
+func run(ctx context.Context, workers int, d time.Duration, tag string, op func(context.Context, string) error) (int64, time.Duration) {
+	var (
+		n    atomic.Int64
+		wg   sync.WaitGroup
+		once sync.Once
+	)
+	start := time.Now()
+	stop := start.Add(d)
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop); i++ {
+				if err := op(ctx, fmt.Sprintf("bench/%s/%s/%d/%d", runID, tag, w, i)); err != nil {
+					once.Do(func() { log.Fatalf("%s: %v", tag, err) })
+				}
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return n.Load(), time.Since(start)
+}
+
+func memCheck(ctx context.Context, s store.Store, total int) {
+	const conc = 8
+	fmt.Printf("%s: claim+complete %d keys with %d goroutines; heap in use after a GC every 100,000\n\n", *backend, total, conc)
+	fmt.Println("| steps | HeapInuse MiB | HeapObjects | Sys MiB | elapsed |")
+	fmt.Println("|---:|---:|---:|---:|---:|")
+	var next atomic.Int64
+	start := time.Now()
+	var mu sync.Mutex
+	report := func(done int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fmt.Printf("| %d | %.1f | %d | %.1f | %s |\n", done, float64(m.HeapInuse)/(1<<20), m.HeapObjects, float64(m.Sys)/(1<<20), time.Since(start).Round(time.Second))
+	}
+	report(0)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(total) {
+					return
+				}
+				key := fmt.Sprintf("mem/%s/%d", runID, i)
+				if _, _, err := s.Begin(ctx, claimFor(key)); err != nil {
+					log.Fatal(err)
+				}
+				if err := s.Complete(ctx, completeFor(key)); err != nil {
+					log.Fatal(err)
+				}
+				if i%100000 == 0 {
+					report(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,29 @@
+// Package postgres is a store.Store in PostgreSQL, for a fleet of workers on many
+// machines. It uses github.com/jackc/pgx/v5 with a pgxpool.
+//
+// # Round trips
+//
+// On PostgreSQL every extra round trip costs about as much as the commit's flush,
+// so each step is one statement in its own implicit transaction: Begin calls
+// idemgate_begin, a PL/pgSQL function the migration installs, which applies
+// store.Decide rule for rule and appends the claim receipt in the same
+// transaction; Complete, Release and Abandon are each one UPDATE … RETURNING that
+// checks the owner and state (store.Apply), chained to the INSERT of the receipt.
+// The claim itself is a primary-key INSERT … ON CONFLICT DO NOTHING: of concurrent
+// Begins on one key, exactly one inserts.
+//
+// # Schema
+//
+// Open creates the tables and the function, or migrates them, under an advisory
+// lock, so many workers may start at once; idemgate_schema_version records the
+// version. Receipts are append-only in fact: a trigger rejects UPDATE, DELETE and
+// TRUNCATE on idemgate_receipts. Sweep deletes expired records in bounded batches
+// and skips rows a Begin holds. The server's default isolation (READ COMMITTED)
+// is assumed.
+//
+// # Outages
+//
+// When the server cannot be reached, or answers that it is shutting down or out of
+// resources, methods return errors that wrap store.ErrUnavailable; the gate fails
+// writes closed. A step that fails this way either committed whole or not at all.
+package postgres

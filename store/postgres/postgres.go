@@ -1,0 +1,308 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Options tunes a Store. The zero value is the documented default for every field.
+type Options struct {
+	// MaxConns caps the connection pool. Optional: zero means pool_max_conns from
+	// the DSN, else pgxpool's default (the greater of 4 and the number of CPUs).
+	// Negative is invalid.
+	MaxConns int32
+	// ConnectTimeout bounds one connection attempt, so an unreachable server turns
+	// into store.ErrUnavailable instead of a hang. Optional: zero means
+	// connect_timeout from the DSN, else 5 seconds. Negative is invalid.
+	ConnectTimeout time.Duration
+}
+
+const (
+	defaultConnectTimeout = 5 * time.Second
+	// sweepBatch bounds one Sweep statement when the caller passes no limit.
+	sweepBatch = 1000
+)
+
+// Store is a store.Store in PostgreSQL, shared by any number of workers on any
+// number of machines. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	addr string // host:port/database, for messages; never the password
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to dsn (a postgres:// URL or key=value string) with default
+// Options, and creates or migrates the schema.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenWith(ctx, dsn, Options{})
+}
+
+// OpenWith connects to dsn and creates or migrates the schema under an advisory
+// lock, so many workers may open at once.
+func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
+	if o.MaxConns < 0 || o.ConnectTimeout < 0 {
+		return nil, fmt.Errorf("idemgate/postgres: negative Options (MaxConns %d, ConnectTimeout %v); use zero for the defaults", o.MaxConns, o.ConnectTimeout)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// The parse error may quote the DSN, password included: do not wrap it.
+		return nil, errors.New("idemgate/postgres: cannot parse the DSN; want postgres://user:password@host:port/database or key=value pairs")
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	if o.ConnectTimeout > 0 {
+		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	} else if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	s := &Store{addr: fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
+	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, s.fail("open", err)
+	}
+	if err := migrate(ctx, s.pool); err != nil {
+		s.pool.Close()
+		return nil, s.fail("create or migrate the schema in", err)
+	}
+	return s, nil
+}
+
+// Close closes the pool, waiting for acquired connections to be released.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at`
+
+// beginSQL is one round trip: idemgate_begin applies store.Decide and appends the
+// claim receipt in the statement's own transaction.
+const beginSQL = `SELECT b.o_outcome, (b.o_rec).key, (b.o_rec).activity, (b.o_rec).effect, (b.o_rec).args_hash,
+	(b.o_rec).args, (b.o_rec).state, (b.o_rec).owner, (b.o_rec).lease, (b.o_rec).result, (b.o_rec).result_omitted,
+	(b.o_rec).workflow_id, (b.o_rec).run_id, (b.o_rec).attempt, (b.o_rec).claims, (b.o_rec).created_at,
+	(b.o_rec).updated_at, (b.o_rec).expires_at
+	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) b`
+
+// Begin claims c.Key atomically in one statement; see store.Decide.
+func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
+	var outcome string
+	row := s.pool.QueryRow(ctx, beginSQL, c.Key, c.Activity, c.Effect, c.ArgsHash, c.Args, c.Owner,
+		micro(c.Lease), micro(c.Now.Add(c.Window)), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now))
+	rec, err := scanRecord(row, &outcome)
+	if err != nil {
+		return "", store.Record{}, s.fail("begin", err)
+	}
+	return store.Outcome(outcome), rec, nil
+}
+
+// The transitions are store.Apply in SQL: one statement that updates only a
+// claimed record of this owner and appends the receipt only when it did.
+const (
+	receiptInsert = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
+	workflow_id, run_id, attempt, result_ref, error, actor, reason)`
+	completeSQL = `WITH u AS (
+	UPDATE idemgate_records SET state = 'completed', updated_at = $3, result = $4, result_omitted = $5, expires_at = $6
+	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
+	` + receiptInsert + ` SELECT $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM u`
+	moveSQL = `WITH u AS (
+	UPDATE idemgate_records SET state = $3, updated_at = $4
+	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
+	` + receiptInsert + ` SELECT $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM u`
+)
+
+// Complete stores the owner's result.
+func (s *Store) Complete(ctx context.Context, t store.Transition) error {
+	args := []any{t.Key, t.Owner, micro(t.Now), t.Result, t.ResultOmitted, micro(t.Now.Add(t.Window))}
+	return s.transition(ctx, "complete", completeSQL, args, t)
+}
+
+// Release records a definite failure.
+func (s *Store) Release(ctx context.Context, t store.Transition) error {
+	return s.transition(ctx, "release", moveSQL, []any{t.Key, t.Owner, string(store.StateReleased), micro(t.Now)}, t)
+}
+
+// Abandon records an unknown outcome.
+func (s *Store) Abandon(ctx context.Context, t store.Transition) error {
+	return s.transition(ctx, "abandon", moveSQL, []any{t.Key, t.Owner, string(store.StateUnknown), micro(t.Now)}, t)
+}
+
+func (s *Store) transition(ctx context.Context, op, sql string, args []any, t store.Transition) error {
+	tag, err := s.pool.Exec(ctx, sql, append(args, receiptArgs(t.ReceiptWithTime())...)...)
+	if err != nil {
+		return s.fail(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotOwner
+	}
+	return nil
+}
+
+func receiptArgs(r store.Receipt) []any {
+	return []any{micro(r.Time), r.Key, r.Activity, r.Effect, string(r.Decision), r.ArgsHash, r.Call,
+		r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason}
+}
+
+// Get returns the record for key, or store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
+	rec, err := scanRecord(s.pool.QueryRow(ctx, `SELECT `+recordColumns+` FROM idemgate_records WHERE key = $1`, key), nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Record{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Record{}, s.fail("get", err)
+	}
+	return rec, nil
+}
+
+// Append adds a receipt in its own statement.
+func (s *Store) Append(ctx context.Context, r store.Receipt) error {
+	_, err := s.pool.Exec(ctx, receiptInsert+` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`, receiptArgs(r)...)
+	if err != nil {
+		return s.fail("append receipt to", err)
+	}
+	return nil
+}
+
+// Receipts lists matching receipts, oldest first.
+func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, cond+" $"+strconv.Itoa(len(args)))
+	}
+	if f.Key != "" {
+		add("key =", f.Key)
+	}
+	if f.WorkflowID != "" {
+		add("workflow_id =", f.WorkflowID)
+	}
+	if f.Activity != "" {
+		add("activity =", f.Activity)
+	}
+	if f.Decision != "" {
+		add("decision =", string(f.Decision))
+	}
+	if !f.Since.IsZero() {
+		add("time >=", micro(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("time <", micro(f.Until))
+	}
+	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
+		result_ref, error, actor, reason FROM idemgate_receipts`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id"
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += " LIMIT $" + strconv.Itoa(len(args))
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.fail("list receipts in", err)
+	}
+	defer rows.Close()
+	var out []store.Receipt
+	for rows.Next() {
+		var (
+			r store.Receipt
+			d string
+		)
+		if err := rows.Scan(&r.ID, &r.Time, &r.Key, &r.Activity, &r.Effect, &d, &r.ArgsHash, &r.Call,
+			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason); err != nil {
+			return nil, s.fail("list receipts in", err)
+		}
+		r.Time, r.Decision = r.Time.UTC(), store.Decision(d)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list receipts in", err)
+	}
+	return out, nil
+}
+
+// Sweep removes at most limit expired records (limit <= 0: all of them), at most
+// 1000 per statement. Rows a Begin holds are skipped, never waited for, so a sweep
+// does not block new claims. Receipts are kept.
+func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
+	total := 0
+	for limit <= 0 || total < limit {
+		batch := sweepBatch
+		if limit > 0 {
+			batch = min(batch, limit-total)
+		}
+		tag, err := s.pool.Exec(ctx, `WITH doomed AS (
+			SELECT key FROM idemgate_records WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+			DELETE FROM idemgate_records r USING doomed WHERE r.key = doomed.key`, micro(now), batch)
+		if err != nil {
+			return total, s.fail("sweep", err)
+		}
+		n := int(tag.RowsAffected())
+		total += n
+		if n < batch {
+			break
+		}
+	}
+	return total, nil
+}
+
+// scanRecord scans a record, preceded by the outcome when outcome is not nil.
+func scanRecord(row pgx.Row, outcome *string) (store.Record, error) {
+	var (
+		r     store.Record
+		state string
+	)
+	dest := []any{&r.Key, &r.Activity, &r.Effect, &r.ArgsHash, &r.Args, &state, &r.Owner, &r.Lease, &r.Result,
+		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt}
+	if outcome != nil {
+		dest = append([]any{outcome}, dest...)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return store.Record{}, err
+	}
+	r.State = store.State(state)
+	r.Lease, r.CreatedAt, r.UpdatedAt, r.ExpiresAt = r.Lease.UTC(), r.CreatedAt.UTC(), r.UpdatedAt.UTC(), r.ExpiresAt.UTC()
+	return r, nil
+}
+
+// micro is t as PostgreSQL keeps it: UTC, microseconds (truncated, where the
+// server would round).
+func micro(t time.Time) time.Time { return time.UnixMicro(t.UnixMicro()).UTC() }
+
+// fail describes err and marks an outage with store.ErrUnavailable: anything that
+// is not an answer from the server (refused or dropped connection, timeout, closed
+// pool) and the server's own connection, resource and shutdown errors.
+func (s *Store) fail(op string, err error) error {
+	var pe *pgconn.PgError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("idemgate/postgres: %s %s: %w", op, s.addr, err)
+	case errors.As(err, &pe):
+		switch pe.Code[:2] {
+		case "08", "53", "57", "58": // connection, insufficient resources, operator intervention, system
+			return fmt.Errorf("idemgate/postgres: %s %s: %w: the server cannot serve now: %w; check the server's health and logs (writes fail closed until it recovers)", op, s.addr, store.ErrUnavailable, err)
+		}
+		return fmt.Errorf("idemgate/postgres: %s %s: %w", op, s.addr, err)
+	}
+	var scan pgx.ScanArgError
+	if errors.As(err, &scan) {
+		return fmt.Errorf("idemgate/postgres: %s %s: unexpected column type (schema changed by hand?): %w", op, s.addr, err)
+	}
+	return fmt.Errorf("idemgate/postgres: %s %s: %w: cannot reach PostgreSQL: %w; check that the server is up and the DSN's host and port are right (writes fail closed until it is back)", op, s.addr, store.ErrUnavailable, err)
+}

@@ -1,0 +1,183 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// SchemaVersion is the schema version this package creates and understands.
+const SchemaVersion = 1
+
+// migrateLock is the advisory lock key every opener takes while it checks and
+// migrates the schema: "idemgate" in ASCII.
+const migrateLock int64 = 0x6964656d67617465
+
+// migrations[i] takes the schema from version i to i+1. Append new steps; never
+// edit a released one.
+var migrations = []string{
+	// 1: records, receipts, their indexes, the append-only trigger, and
+	// idemgate_begin, the claim rule (store.Decide) in one statement.
+	`CREATE TABLE idemgate_records (
+		key            text        NOT NULL PRIMARY KEY,
+		activity       text        NOT NULL,
+		effect         text        NOT NULL,
+		args_hash      text        NOT NULL,
+		args           bytea,
+		state          text        NOT NULL,
+		owner          text        NOT NULL,
+		lease          timestamptz NOT NULL,
+		result         bytea,
+		result_omitted boolean     NOT NULL,
+		workflow_id    text        NOT NULL,
+		run_id         text        NOT NULL,
+		attempt        integer     NOT NULL,
+		claims         integer     NOT NULL,
+		created_at     timestamptz NOT NULL,
+		updated_at     timestamptz NOT NULL,
+		expires_at     timestamptz NOT NULL
+	);
+	CREATE INDEX idemgate_records_expires ON idemgate_records (expires_at);
+
+	CREATE TABLE idemgate_receipts (
+		id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		time        timestamptz NOT NULL,
+		key         text        NOT NULL,
+		activity    text        NOT NULL,
+		effect      text        NOT NULL,
+		decision    text        NOT NULL,
+		args_hash   text        NOT NULL,
+		call        bytea,
+		workflow_id text        NOT NULL,
+		run_id      text        NOT NULL,
+		attempt     integer     NOT NULL,
+		result_ref  text        NOT NULL,
+		error       text        NOT NULL,
+		actor       text        NOT NULL,
+		reason      text        NOT NULL
+	);
+	CREATE INDEX idemgate_receipts_key      ON idemgate_receipts (key, id);
+	CREATE INDEX idemgate_receipts_workflow ON idemgate_receipts (workflow_id, id);
+	CREATE INDEX idemgate_receipts_activity ON idemgate_receipts (activity, id);
+	CREATE INDEX idemgate_receipts_decision ON idemgate_receipts (decision, id);
+	CREATE INDEX idemgate_receipts_time     ON idemgate_receipts (time);
+
+	CREATE FUNCTION idemgate_receipts_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		RAISE EXCEPTION 'idemgate: receipts are append-only: % on % refused', TG_OP, TG_TABLE_NAME
+			USING ERRCODE = 'insufficient_privilege';
+	END $$;
+	CREATE TRIGGER idemgate_receipts_no_change BEFORE UPDATE OR DELETE ON idemgate_receipts
+		FOR EACH ROW EXECUTE FUNCTION idemgate_receipts_append_only();
+	CREATE TRIGGER idemgate_receipts_no_truncate BEFORE TRUNCATE ON idemgate_receipts
+		FOR EACH STATEMENT EXECUTE FUNCTION idemgate_receipts_append_only();
+
+	-- store.Decide, cell by cell, and the claim receipt in the same transaction.
+	CREATE FUNCTION idemgate_begin(
+		p_key text, p_activity text, p_effect text, p_args_hash text, p_args bytea, p_owner text,
+		p_lease timestamptz, p_expires timestamptz, p_take_over boolean,
+		p_workflow_id text, p_run_id text, p_attempt integer, p_now timestamptz,
+		OUT o_outcome text, OUT o_rec idemgate_records)
+	LANGUAGE plpgsql AS $$
+	DECLARE
+		r idemgate_records;
+	BEGIN
+		-- Only a concurrent Sweep deleting the row between the insert and the
+		-- select makes this loop go round again.
+		FOR i IN 1..100 LOOP
+			-- No record: the atomic claim is a primary-key insert.
+			INSERT INTO idemgate_records AS t (key, activity, effect, args_hash, args, state, owner, lease,
+				result, result_omitted, workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at)
+			VALUES (p_key, p_activity, p_effect, p_args_hash, p_args, 'claimed', p_owner, p_lease,
+				NULL, false, p_workflow_id, p_run_id, p_attempt, 1, p_now, p_now, p_expires)
+			ON CONFLICT (key) DO NOTHING
+			RETURNING t.* INTO r;
+			IF FOUND THEN
+				o_outcome := 'claimed';
+				EXIT;
+			END IF;
+			SELECT t.* INTO r FROM idemgate_records t WHERE t.key = p_key FOR UPDATE;
+			CONTINUE WHEN NOT FOUND;
+			-- Past its window, or released after a definite failure: a new claim.
+			IF p_now >= r.expires_at OR r.state = 'released' THEN
+				UPDATE idemgate_records t SET activity = p_activity, effect = p_effect,
+					args_hash = p_args_hash, args = p_args, state = 'claimed', owner = p_owner,
+					lease = p_lease, result = NULL, result_omitted = false, workflow_id = p_workflow_id,
+					run_id = p_run_id, attempt = p_attempt,
+					-- A re-claim after a release inside the window keeps the window's history.
+					claims = CASE WHEN p_now < r.expires_at THEN r.claims + 1 ELSE 1 END,
+					created_at = CASE WHEN p_now < r.expires_at THEN r.created_at ELSE p_now END,
+					updated_at = p_now, expires_at = p_expires
+				WHERE t.key = p_key
+				RETURNING t.* INTO r;
+				o_outcome := 'claimed';
+				EXIT;
+			END IF;
+			o_rec := r;
+			IF r.args_hash <> p_args_hash THEN
+				o_outcome := 'conflict';
+				RETURN;
+			END IF;
+			IF r.state = 'completed' THEN
+				o_outcome := 'completed';
+				RETURN;
+			END IF;
+			IF r.state = 'claimed' AND p_now < r.lease THEN
+				o_outcome := 'in-flight';
+				RETURN;
+			END IF;
+			-- The owner is gone with the outcome unknown.
+			IF NOT p_take_over THEN
+				o_outcome := 'unknown';
+				RETURN;
+			END IF;
+			UPDATE idemgate_records t SET state = 'claimed', owner = p_owner, lease = p_lease,
+				workflow_id = p_workflow_id, run_id = p_run_id, attempt = p_attempt,
+				claims = r.claims + 1, updated_at = p_now
+			WHERE t.key = p_key
+			RETURNING t.* INTO r;
+			o_outcome := 'taken-over';
+			EXIT;
+		END LOOP;
+		IF o_outcome IS NULL THEN
+			RAISE EXCEPTION 'idemgate_begin: the record of key % kept vanishing under a concurrent sweep', p_key;
+		END IF;
+		INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
+			workflow_id, run_id, attempt, result_ref, error, actor, reason)
+		VALUES (p_now, p_key, p_activity, p_effect, o_outcome, p_args_hash, NULL,
+			p_workflow_id, p_run_id, p_attempt, '', '', '', '');
+		o_rec := r;
+	END $$;`,
+}
+
+// migrate creates or upgrades the schema. Every opener takes the same advisory
+// lock first, so many workers starting at once migrate exactly once.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLock); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS idemgate_schema_version (
+			version integer NOT NULL PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		var v int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM idemgate_schema_version").Scan(&v); err != nil {
+			return err
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("schema version %d is newer than this idemgate understands (%d); upgrade idemgate on this worker", v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", i+1, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO idemgate_schema_version (version) VALUES ($1)", i+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,26 @@
+// Package sqlite is the embedded, default store.Store: one SQLite file, pure Go
+// (modernc.org/sqlite, no cgo).
+//
+// # Durability
+//
+// The file runs in WAL mode with synchronous=FULL, so a claim is on disk before
+// Begin returns, and each step's receipt is written in the same commit as the step:
+// a claim costs one commit, claim then complete two. Store.Begin applies
+// store.Decide, and Complete, Release and Abandon apply store.Apply, inside one
+// BEGIN IMMEDIATE transaction, so every backend agrees rule for rule.
+//
+// # Processes
+//
+// Within one process every write goes through one connection (more writers on one
+// file add no throughput and only lengthen the tail). Several worker processes on
+// one machine may open the same file: a write waits up to Options.BusyTimeout for
+// another process's lock. Past it, and when the file cannot be written, methods
+// return errors that wrap store.ErrUnavailable, so the gate fails writes closed;
+// nothing committed is lost. Do not put the file on a network filesystem.
+//
+// # Schema
+//
+// Open creates the schema, or migrates it, and records its version in PRAGMA
+// user_version. Receipts are append-only in fact: triggers abort any UPDATE or
+// DELETE on the receipts table. Sweep removes expired records in short batches.
+package sqlite

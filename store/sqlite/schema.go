@@ -1,0 +1,118 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations[i] takes the schema from version i to i+1. PRAGMA user_version holds
+// the version. Append new steps; never edit a released one.
+var migrations = []string{
+	// 1: records, receipts, their indexes, and the append-only triggers.
+	`CREATE TABLE idemgate_records (
+		key            TEXT    NOT NULL PRIMARY KEY,
+		activity       TEXT    NOT NULL,
+		effect         TEXT    NOT NULL,
+		args_hash      TEXT    NOT NULL,
+		args           BLOB,
+		state          TEXT    NOT NULL,
+		owner          TEXT    NOT NULL,
+		lease          INTEGER NOT NULL, -- Unix microseconds, UTC, like every time here
+		result         BLOB,
+		result_omitted INTEGER NOT NULL,
+		workflow_id    TEXT    NOT NULL,
+		run_id         TEXT    NOT NULL,
+		attempt        INTEGER NOT NULL,
+		claims         INTEGER NOT NULL,
+		created_at     INTEGER NOT NULL,
+		updated_at     INTEGER NOT NULL,
+		expires_at     INTEGER NOT NULL
+	);
+	CREATE INDEX idemgate_records_expires ON idemgate_records (expires_at);
+
+	CREATE TABLE idemgate_receipts (
+		id          INTEGER PRIMARY KEY, -- rows are never deleted, so ids only grow
+		time        INTEGER NOT NULL,
+		key         TEXT    NOT NULL,
+		activity    TEXT    NOT NULL,
+		effect      TEXT    NOT NULL,
+		decision    TEXT    NOT NULL,
+		args_hash   TEXT    NOT NULL,
+		call        BLOB,
+		workflow_id TEXT    NOT NULL,
+		run_id      TEXT    NOT NULL,
+		attempt     INTEGER NOT NULL,
+		result_ref  TEXT    NOT NULL,
+		error       TEXT    NOT NULL,
+		actor       TEXT    NOT NULL,
+		reason      TEXT    NOT NULL
+	);
+	CREATE INDEX idemgate_receipts_key      ON idemgate_receipts (key);
+	CREATE INDEX idemgate_receipts_workflow ON idemgate_receipts (workflow_id);
+	CREATE INDEX idemgate_receipts_activity ON idemgate_receipts (activity);
+	CREATE INDEX idemgate_receipts_decision ON idemgate_receipts (decision);
+	CREATE INDEX idemgate_receipts_time     ON idemgate_receipts (time);
+	CREATE TRIGGER idemgate_receipts_no_update BEFORE UPDATE ON idemgate_receipts
+	BEGIN SELECT RAISE(ABORT, 'idemgate: receipts are append-only: UPDATE refused'); END;
+	CREATE TRIGGER idemgate_receipts_no_delete BEFORE DELETE ON idemgate_receipts
+	BEGIN SELECT RAISE(ABORT, 'idemgate: receipts are append-only: DELETE refused'); END;
+	-- INSERT OR REPLACE deletes the row it replaces without firing DELETE triggers.
+	CREATE TRIGGER idemgate_receipts_no_replace BEFORE INSERT ON idemgate_receipts
+	WHEN NEW.id IS NOT NULL AND EXISTS (SELECT 1 FROM idemgate_receipts WHERE id = NEW.id)
+	BEGIN SELECT RAISE(ABORT, 'idemgate: receipts are append-only: REPLACE refused'); END;`,
+}
+
+// SchemaVersion is the schema version this package creates and understands.
+const SchemaVersion = 1
+
+func migrate(ctx context.Context, w *sql.DB) error {
+	// The write pool begins IMMEDIATE: concurrent openers in other processes wait
+	// on busy_timeout, and the second one finds the schema in place.
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this idemgate understands (%d); upgrade idemgate on this worker", v, len(migrations))
+	}
+	for i := v; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("migrate schema to version %d: %w", i+1, err)
+		}
+	}
+	// Written even when unchanged: it proves at Open that the file can be written,
+	// rather than at the first claim.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at`
+
+const selectRecord = `SELECT ` + recordColumns + ` FROM idemgate_records WHERE key = ?`
+
+// upsertRecord is an insert on the primary key; an existing row (expired,
+// released or taken over, as store.Decide decided under the write lock) is
+// replaced in place.
+const upsertRecord = `INSERT INTO idemgate_records (` + recordColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (key) DO UPDATE SET activity = excluded.activity, effect = excluded.effect,
+	args_hash = excluded.args_hash, args = excluded.args, state = excluded.state, owner = excluded.owner,
+	lease = excluded.lease, result = excluded.result, result_omitted = excluded.result_omitted,
+	workflow_id = excluded.workflow_id, run_id = excluded.run_id, attempt = excluded.attempt,
+	claims = excluded.claims, created_at = excluded.created_at, updated_at = excluded.updated_at,
+	expires_at = excluded.expires_at`
+
+const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
+	result_ref, error, actor, reason`
+
+const insertReceipt = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
+	workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`

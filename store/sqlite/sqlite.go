@@ -1,0 +1,406 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Options tunes a Store. The zero value is the documented default for every field.
+type Options struct {
+	// BusyTimeout is how long a write waits for another process that holds the
+	// file's write lock before it fails with an error wrapping store.ErrUnavailable.
+	// Optional: zero means 5 seconds. Negative is invalid.
+	BusyTimeout time.Duration
+	// MaxReaders caps the connections used by Get and Receipts (writes always go
+	// through one connection). Optional: zero means 4. Negative is invalid.
+	MaxReaders int
+}
+
+const (
+	defaultBusyTimeout = 5 * time.Second
+	defaultMaxReaders  = 4
+	// sweepBatch bounds one Sweep transaction when the caller passes no limit, so
+	// the write lock is never held for long and new claims are not blocked.
+	sweepBatch = 1000
+)
+
+// Store is a store.Store in one SQLite file. It is safe for concurrent use by many
+// goroutines and by several processes that open the same file.
+type Store struct {
+	path string
+	w    *sql.DB // exactly one connection; every transaction is BEGIN IMMEDIATE
+	r    *sql.DB // readers; WAL lets them run beside the writer
+
+	getW, upsert, insertReceipt *sql.Stmt
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating it when missing) the store at path with default Options.
+func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith opens (creating it when missing) the store at path. It sets WAL and
+// synchronous=FULL, creates or migrates the schema, and fails when the file
+// cannot be written.
+func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
+	if o.BusyTimeout < 0 || o.MaxReaders < 0 {
+		return nil, fmt.Errorf("idemgate/sqlite: open %s: negative Options (BusyTimeout %v, MaxReaders %d); use zero for the defaults", path, o.BusyTimeout, o.MaxReaders)
+	}
+	if o.BusyTimeout == 0 {
+		o.BusyTimeout = defaultBusyTimeout
+	}
+	if o.MaxReaders == 0 {
+		o.MaxReaders = defaultMaxReaders
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") || strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("idemgate/sqlite: open %q: want a plain file path (no \":memory:\", \"file:\" URI, '?' or '#'); a claim must survive the process", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("idemgate/sqlite: open %s: %w; pick another store path", path, err)
+	}
+	dir := filepath.Dir(abs)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("idemgate/sqlite: open %s: directory %s does not exist (%v); create it or pick another store path", abs, dir, err)
+	}
+
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	// FULL: a commit is on disk before it returns (NORMAL in WAL mode is not).
+	q.Add("_pragma", "synchronous(FULL)")
+	w, err := sql.Open("sqlite", abs+"?"+q.Encode()+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("idemgate/sqlite: open %s: %w", abs, err)
+	}
+	// One write connection per process: several writers on one file add no
+	// throughput and make the tail latency far worse; other processes wait on
+	// busy_timeout instead.
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	q.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", abs+"?"+q.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("idemgate/sqlite: open %s: %w", abs, err)
+	}
+	r.SetMaxOpenConns(o.MaxReaders)
+	r.SetMaxIdleConns(o.MaxReaders)
+	s := &Store{path: abs, w: w, r: r}
+	if err := s.init(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) init(ctx context.Context) error {
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return s.fail("open", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("idemgate/sqlite: open %s: journal_mode is %q, not WAL (a network or read-only filesystem?); put the store on a local, writable disk", s.path, mode)
+	}
+	if err := migrate(ctx, s.w); err != nil {
+		return s.fail("create schema in", err)
+	}
+	var err error
+	if s.getW, err = s.w.PrepareContext(ctx, selectRecord); err != nil {
+		return s.fail("open", err)
+	}
+	if s.upsert, err = s.w.PrepareContext(ctx, upsertRecord); err != nil {
+		return s.fail("open", err)
+	}
+	if s.insertReceipt, err = s.w.PrepareContext(ctx, insertReceipt); err != nil {
+		return s.fail("open", err)
+	}
+	if err := s.r.PingContext(ctx); err != nil {
+		return s.fail("open", err)
+	}
+	return nil
+}
+
+// Close closes the store's connections. In-flight calls fail.
+func (s *Store) Close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.getW, s.upsert, s.insertReceipt} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	errs = append(errs, s.r.Close(), s.w.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("idemgate/sqlite: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Begin claims c.Key atomically (store.Decide inside one IMMEDIATE transaction)
+// and appends the claim's receipt in the same commit.
+func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
+	c.Now, c.Lease = micro(c.Now), micro(c.Lease)
+	var (
+		outcome store.Outcome
+		next    store.Record
+	)
+	err := s.write(ctx, "begin", func(tx *sql.Tx) error {
+		existing, found, err := scanRecord(tx.StmtContext(ctx, s.getW).QueryRowContext(ctx, c.Key))
+		if err != nil {
+			return err
+		}
+		var write bool
+		outcome, next, write = store.Decide(existing, found, c)
+		if !write {
+			return nil
+		}
+		next.ExpiresAt = micro(next.ExpiresAt)
+		if err := s.put(ctx, tx, next); err != nil {
+			return err
+		}
+		return s.appendTx(ctx, tx, store.ClaimReceipt(c, outcome))
+	})
+	if err != nil {
+		return "", store.Record{}, err
+	}
+	return outcome, next, nil
+}
+
+// Complete stores the owner's result.
+func (s *Store) Complete(ctx context.Context, t store.Transition) error {
+	return s.transition(ctx, "complete", store.StateCompleted, t)
+}
+
+// Release records a definite failure.
+func (s *Store) Release(ctx context.Context, t store.Transition) error {
+	return s.transition(ctx, "release", store.StateReleased, t)
+}
+
+// Abandon records an unknown outcome.
+func (s *Store) Abandon(ctx context.Context, t store.Transition) error {
+	return s.transition(ctx, "abandon", store.StateUnknown, t)
+}
+
+func (s *Store) transition(ctx context.Context, op string, to store.State, t store.Transition) error {
+	t.Now = micro(t.Now)
+	return s.write(ctx, op, func(tx *sql.Tx) error {
+		existing, found, err := scanRecord(tx.StmtContext(ctx, s.getW).QueryRowContext(ctx, t.Key))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return store.ErrNotOwner
+		}
+		next, err := store.Apply(existing, to, t)
+		if err != nil {
+			return err
+		}
+		next.ExpiresAt = micro(next.ExpiresAt)
+		if err := s.put(ctx, tx, next); err != nil {
+			return err
+		}
+		return s.appendTx(ctx, tx, t.ReceiptWithTime())
+	})
+}
+
+// Get returns the record for key, or store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
+	rec, found, err := scanRecord(s.r.QueryRowContext(ctx, selectRecord, key))
+	if err != nil {
+		return store.Record{}, s.fail("get", err)
+	}
+	if !found {
+		return store.Record{}, store.ErrNotFound
+	}
+	return rec, nil
+}
+
+// Append adds a receipt in its own commit.
+func (s *Store) Append(ctx context.Context, r store.Receipt) error {
+	return s.write(ctx, "append receipt to", func(tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
+}
+
+// Receipts lists matching receipts, oldest first.
+func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if f.Key != "" {
+		add("key = ?", f.Key)
+	}
+	if f.WorkflowID != "" {
+		add("workflow_id = ?", f.WorkflowID)
+	}
+	if f.Activity != "" {
+		add("activity = ?", f.Activity)
+	}
+	if f.Decision != "" {
+		add("decision = ?", string(f.Decision))
+	}
+	if !f.Since.IsZero() {
+		add("time >= ?", f.Since.UnixMicro())
+	}
+	if !f.Until.IsZero() {
+		add("time < ?", f.Until.UnixMicro())
+	}
+	q := "SELECT " + receiptColumns + " FROM idemgate_receipts"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, s.fail("list receipts in", err)
+	}
+	defer rows.Close()
+	var out []store.Receipt
+	for rows.Next() {
+		var (
+			r  store.Receipt
+			ts int64
+			d  string
+		)
+		if err := rows.Scan(&r.ID, &ts, &r.Key, &r.Activity, &r.Effect, &d, &r.ArgsHash, &r.Call,
+			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason); err != nil {
+			return nil, s.fail("list receipts in", err)
+		}
+		r.Time, r.Decision = fromMicro(ts), store.Decision(d)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list receipts in", err)
+	}
+	return out, nil
+}
+
+// Sweep removes at most limit expired records (limit <= 0: all of them), in
+// transactions of at most 1000 rows so that claims from this and other processes
+// wait for no more than one short batch. Receipts are kept.
+func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
+	total := 0
+	for limit <= 0 || total < limit {
+		batch := sweepBatch
+		if limit > 0 {
+			batch = min(batch, limit-total)
+		}
+		var n int64
+		err := s.write(ctx, "sweep", func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM idemgate_records WHERE rowid IN
+				(SELECT rowid FROM idemgate_records WHERE expires_at <= ? LIMIT ?)`, now.UnixMicro(), batch)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if int(n) < batch {
+			break
+		}
+	}
+	return total, nil
+}
+
+// write runs fn in one IMMEDIATE transaction on the write connection. Errors from
+// fn that are store sentinels pass through; the rest are described and classified.
+func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.fail(op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		if errors.Is(err, store.ErrNotOwner) || errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return s.fail(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.fail(op, err)
+	}
+	return nil
+}
+
+func (s *Store) put(ctx context.Context, tx *sql.Tx, r store.Record) error {
+	_, err := tx.StmtContext(ctx, s.upsert).ExecContext(ctx, r.Key, r.Activity, r.Effect, r.ArgsHash, r.Args,
+		string(r.State), r.Owner, r.Lease.UnixMicro(), r.Result, r.ResultOmitted, r.WorkflowID, r.RunID,
+		r.Attempt, r.Claims, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro())
+	return err
+}
+
+func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error {
+	_, err := tx.StmtContext(ctx, s.insertReceipt).ExecContext(ctx, r.Time.UnixMicro(), r.Key, r.Activity, r.Effect,
+		string(r.Decision), r.ArgsHash, r.Call, r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason)
+	return err
+}
+
+func scanRecord(row *sql.Row) (store.Record, bool, error) {
+	var (
+		r                                store.Record
+		state                            string
+		lease, created, updated, expires int64
+	)
+	err := row.Scan(&r.Key, &r.Activity, &r.Effect, &r.ArgsHash, &r.Args, &state, &r.Owner, &lease, &r.Result,
+		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &created, &updated, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Record{}, false, nil
+	}
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	r.State = store.State(state)
+	r.Lease, r.CreatedAt, r.UpdatedAt, r.ExpiresAt = fromMicro(lease), fromMicro(created), fromMicro(updated), fromMicro(expires)
+	return r, true, nil
+}
+
+// micro is t as the store keeps it: UTC, microsecond precision.
+func micro(t time.Time) time.Time { return fromMicro(t.UnixMicro()) }
+
+func fromMicro(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// fail describes err and marks the outage kinds with store.ErrUnavailable.
+func (s *Store) fail(op string, err error) error {
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("idemgate/sqlite: %s %s: %w: another connection or process held the file's lock past the busy timeout: %w; look for a stuck process holding the file, or raise Options.BusyTimeout", op, s.path, store.ErrUnavailable, err)
+		case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_AUTH:
+			return fmt.Errorf("idemgate/sqlite: %s %s: %w: the file, its -wal/-shm files or its directory is not writable: %w; fix the permissions or pick a writable store path", op, s.path, store.ErrUnavailable, err)
+		case sqlite3.SQLITE_FULL:
+			return fmt.Errorf("idemgate/sqlite: %s %s: %w: the disk is full: %w; free space on the store's disk", op, s.path, store.ErrUnavailable, err)
+		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOLFS:
+			return fmt.Errorf("idemgate/sqlite: %s %s: %w: I/O error: %w; check the disk and the filesystem", op, s.path, store.ErrUnavailable, err)
+		}
+		return fmt.Errorf("idemgate/sqlite: %s %s: %w", op, s.path, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone) {
+		return fmt.Errorf("idemgate/sqlite: %s %s: %w: %w", op, s.path, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("idemgate/sqlite: %s %s: %w", op, s.path, err)
+}
