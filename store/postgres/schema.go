@@ -106,9 +106,10 @@ var migrations = []string{
 					args_hash = p_args_hash, args = p_args, state = 'claimed', owner = p_owner,
 					lease = p_lease, result = NULL, result_omitted = false, workflow_id = p_workflow_id,
 					run_id = p_run_id, attempt = p_attempt,
-					-- A re-claim after a release inside the window keeps the window's history.
+					-- A re-claim after a release inside the window counts the claims but starts
+					-- the clock anew: the released attempts reached nobody (store.Decide).
 					claims = CASE WHEN p_now < r.expires_at THEN r.claims + 1 ELSE 1 END,
-					created_at = CASE WHEN p_now < r.expires_at THEN r.created_at ELSE p_now END,
+					created_at = p_now,
 					updated_at = p_now, expires_at = p_expires
 				WHERE t.key = p_key
 				RETURNING t.* INTO r;
