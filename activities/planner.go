@@ -1,0 +1,227 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// Step is what a planner decides next: a tool call, or done.
+type Step struct {
+	Tool   string          `json:"tool,omitempty"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Done   bool            `json:"done,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+}
+
+// StepRecord is one finished step, fed back to the planner.
+type StepRecord struct {
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// PlanInput is what the planner sees.
+type PlanInput struct {
+	Goal    string       `json:"goal"`
+	History []StepRecord `json:"history"`
+	// Script, when set, plans this job instead of the worker's planner.
+	Script *Script `json:"script,omitempty"`
+}
+
+// Planner decides the next step.
+type Planner interface {
+	Next(ctx context.Context, in PlanInput) (Step, error)
+}
+
+// Planning is the planner activity. Register with worker.RegisterActivity(&Planning{...}).
+type Planning struct {
+	Planner Planner
+}
+
+// ErrTypePlanInvalid is the type of the error a planner's invalid step fails with.
+const ErrTypePlanInvalid = "PlanInvalid"
+
+// PlanNextStep asks the planner for the next step and checks it names a known tool
+// with arguments that fit. Read (it changes nothing outside).
+func (p *Planning) PlanNextStep(ctx context.Context, in PlanInput) (Step, error) {
+	var planner Planner = p.Planner
+	if in.Script != nil {
+		planner = *in.Script
+	}
+	if planner == nil {
+		return Step{}, temporal.NewNonRetryableApplicationError("no planner: give the worker one, or the job a script", ErrTypePlanInvalid, nil)
+	}
+	step, err := planner.Next(ctx, in)
+	if err != nil {
+		return Step{}, err
+	}
+	if step.Done {
+		return step, nil
+	}
+	if err := CheckCall(step.Tool, step.Args); err != nil {
+		return Step{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("planner step %d: %v", len(in.History)+1, err),
+			ErrTypePlanInvalid, nil)
+	}
+	return step, nil
+}
+
+// Script is a scripted planner: it returns its steps in order, then done. The demo
+// needs no model.
+type Script struct {
+	Goal  string `json:"goal"`
+	Steps []Step `json:"steps"`
+}
+
+// Next returns the step after the ones already in the history.
+func (s Script) Next(_ context.Context, in PlanInput) (Step, error) {
+	if i := len(in.History); i < len(s.Steps) {
+		return s.Steps[i], nil
+	}
+	return Step{Done: true, Reason: "script finished"}, nil
+}
+
+// Check validates every step of the script, so a bad plan fails before anything runs.
+func (s Script) Check() error {
+	if len(s.Steps) == 0 {
+		return errors.New("the plan has no steps: add at least one {\"tool\": ..., \"args\": {...}}")
+	}
+	for i, st := range s.Steps {
+		if st.Done {
+			continue
+		}
+		if err := CheckCall(st.Tool, st.Args); err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// LoadScript reads a plan file: {"goal": "...", "steps": [{"tool": "...", "args": {...}}]}.
+func LoadScript(path string) (Script, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Script{}, fmt.Errorf("plan file: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s Script
+	if err := dec.Decode(&s); err != nil {
+		return Script{}, fmt.Errorf("plan file %s is not a plan (want {\"goal\": ..., \"steps\": [{\"tool\": ..., \"args\": {...}}]}): %v", path, err)
+	}
+	if err := s.Check(); err != nil {
+		return Script{}, fmt.Errorf("plan file %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Support is the built-in scenario: a customer asks about a charge; the agent reads
+// the docs and the customer, updates the CRM, opens a ticket, charges a
+// re-subscription, e-mails the customer and tells the team.
+var Support = Script{
+	Goal: "Ada (cus_42) wants to re-subscribe to Pro; take the payment and let everyone know.",
+	Steps: []Step{
+		{Tool: "SearchDocs", Args: json.RawMessage(`{"query":"re-subscribe after cancellation"}`)},
+		{Tool: "GetCustomer", Args: json.RawMessage(`{"customer_id":"cus_42"}`)},
+		{Tool: "UpsertContact", Args: json.RawMessage(`{"email":"ada@example.com","name":"Ada Lovelace","company":"Analytical Engines"}`)},
+		{Tool: "CreateTicket", Args: json.RawMessage(`{"subject":"Re-subscription to Pro","requester":"ada@example.com"}`)},
+		{Tool: "ChargeCard", Args: json.RawMessage(`{"customer":"cus_42","amount":4200,"currency":"eur","description":"Pro plan, 1 month"}`)},
+		{Tool: "SendEmail", Args: json.RawMessage(`{"to":"ada@example.com","subject":"Welcome back to Pro","body":"Your card was charged EUR 42.00."}`)},
+		{Tool: "PostSlackMessage", Args: json.RawMessage(`{"channel":"#billing","text":"cus_42 re-subscribed to Pro (EUR 42.00)"}`)},
+	},
+}
+
+// ChatPlanner asks an OpenAI-compatible chat-completions endpoint for the next tool
+// call: the tools are offered as functions; a reply without a tool call means done.
+type ChatPlanner struct {
+	// BaseURL is the API root, e.g. https://api.openai.com/v1. Required.
+	BaseURL string
+	// Model names the model. Required.
+	Model string
+	// APIKey is sent as a bearer token. Optional for local servers.
+	APIKey string
+	// HTTP is the client. Optional: nil means a client with a 60 s timeout.
+	HTTP *http.Client
+}
+
+// Next sends the goal and history and reads the first tool call of the reply.
+func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
+	if c.BaseURL == "" || c.Model == "" {
+		return Step{}, temporal.NewNonRetryableApplicationError("chat planner: set the base URL and the model (--llm-base-url, --llm-model)", ErrTypePlanInvalid, nil)
+	}
+	type fn struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+	type toolSpec struct {
+		Type     string `json:"type"`
+		Function fn     `json:"function"`
+	}
+	tools := make([]toolSpec, len(Registry))
+	for i, t := range Registry {
+		tools[i] = toolSpec{Type: "function", Function: fn{Name: t.Name, Description: t.Description, Parameters: t.Schema}}
+	}
+	history, _ := json.Marshal(in.History)
+	body, _ := json.Marshal(map[string]any{
+		"model": c.Model,
+		"messages": []map[string]string{
+			{"role": "system", "content": "You are a support agent. Call exactly one tool per turn. When the goal is met, answer without a tool call."},
+			{"role": "user", "content": "Goal: " + in.Goal + "\nSteps so far (JSON): " + string(history)},
+		},
+		"tools": tools,
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return Step{}, temporal.NewNonRetryableApplicationError("chat planner: "+err.Error(), ErrTypePlanInvalid, nil)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 60 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Step{}, fmt.Errorf("chat planner: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK {
+		return Step{}, fmt.Errorf("chat planner: %s answered %d: %.300s", c.BaseURL, resp.StatusCode, raw)
+	}
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content   string `json:"content"`
+				ToolCalls []struct {
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out.Choices) == 0 {
+		return Step{}, fmt.Errorf("chat planner: the answer is not a chat completion: %.300s", raw)
+	}
+	m := out.Choices[0].Message
+	if len(m.ToolCalls) == 0 {
+		return Step{Done: true, Reason: strings.TrimSpace(m.Content)}, nil
+	}
+	call := m.ToolCalls[0].Function
+	return Step{Tool: call.Name, Args: json.RawMessage(call.Arguments)}, nil
+}

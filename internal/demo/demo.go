@@ -1,0 +1,259 @@
+// Package demo is the agent-loop demo behind examples/agentloop: a real Temporal
+// server (in-process unless an address is given), a SQLite store, the vendor
+// simulators and a worker running AgentLoop through the idemgate gate, and five
+// scenarios with real retries, a real worker stop, a real reset and a replay.
+// The integration tests drive the same scenarios and check the vendors' counts.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/idemgate/idemgate/activities"
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/vendorsim"
+	"github.com/idemgate/idemgate/workflows"
+)
+
+// Config sets the demo up.
+type Config struct {
+	// TemporalAddress is a Temporal frontend (host:port). Optional: "" starts an
+	// in-process server.
+	TemporalAddress string
+	// Namespace on an external server. Optional: "default".
+	Namespace string
+	// Store is a SQLite path or a PostgreSQL DSN. Required.
+	Store string
+	// Planner plans the jobs. Optional: nil runs the scripted Support scenario.
+	Planner activities.Planner
+	// Script is the job's plan when Planner is nil. Optional: activities.Support.
+	Script *activities.Script
+	// Out receives one line per decision and per scenario step. Optional: discarded.
+	Out io.Writer
+}
+
+// Event is one line of what happened.
+type Event struct {
+	Time     time.Time `json:"time"`
+	Kind     string    `json:"kind"` // "step" (the demo's narration) or "decision" (the gate's)
+	Text     string    `json:"text"`
+	Decision string    `json:"decision,omitempty"`
+	Activity string    `json:"activity,omitempty"`
+	Effect   string    `json:"effect,omitempty"`
+	Key      string    `json:"key,omitempty"`
+	Attempt  string    `json:"attempt,omitempty"`
+}
+
+// Demo is a running demo environment.
+type Demo struct {
+	cfg      Config
+	Server   *temporaltest.TestServer
+	Client   client.Client
+	Store    storeopen.Store
+	World    *vendorsim.World
+	Tools    *activities.Tools
+	Queue    string
+	planner  activities.Planner
+	gate     sdkinterceptor.WorkerInterceptor
+	census   interceptor.CensusReport
+	w        worker.Worker
+	mu       sync.Mutex
+	events   []Event
+	out      io.Writer
+}
+
+// Setup starts everything but the scenarios. Close undoes it. On error nothing is
+// left running.
+func Setup(ctx context.Context, cfg Config) (d *Demo, err error) {
+	d = &Demo{cfg: cfg, out: cfg.Out, Queue: fmt.Sprintf("agent-demo-%d", time.Now().UnixNano())}
+	if d.out == nil {
+		d.out = io.Discard
+	}
+	defer func() {
+		if err != nil {
+			d.Close()
+			d = nil
+		}
+	}()
+	d.planner = cfg.Planner
+	if d.planner == nil {
+		s := activities.Support
+		if cfg.Script != nil {
+			s = *cfg.Script
+		}
+		if err := s.Check(); err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		d.planner = s
+	}
+	if d.Store, err = storeopen.Open(ctx, cfg.Store); err != nil {
+		return nil, err
+	}
+	if d.World, err = vendorsim.Start(); err != nil {
+		return nil, err
+	}
+	w := d.World
+	if d.Tools, err = activities.New(activities.Endpoints{Docs: w.Docs.URL, CRM: w.CRM.URL, Tickets: w.Tickets.URL,
+		Payments: w.Payments.URL, Email: w.Email.URL, Chat: w.Chat.URL}); err != nil {
+		return nil, err
+	}
+	logger := log.NewStructuredLogger(slog.New(&decisionHandler{d: d}))
+	if cfg.TemporalAddress == "" {
+		d.Server = temporaltest.NewServer()
+		d.Client = d.Server.NewClientWithOptions(client.Options{Logger: logger})
+	} else {
+		ns := cfg.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		d.Client, err = client.DialContext(dctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: ns, Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("cannot reach Temporal at %s: %v (start one with `temporal server start-dev`, or drop --temporal-address to use the in-process server)", cfg.TemporalAddress, err)
+		}
+		if _, err := d.Client.CheckHealth(dctx, &client.CheckHealthRequest{}); err != nil {
+			return nil, fmt.Errorf("Temporal at %s is not healthy: %v", cfg.TemporalAddress, err)
+		}
+	}
+	opts := activities.GateOptions(d.Store)
+	if d.gate, err = interceptor.New(opts); err != nil {
+		return nil, err
+	}
+	d.census = opts.Census(activities.Names())
+	return d, d.StartWorker()
+}
+
+// Census is the worker's census of its activities.
+func (d *Demo) Census() interceptor.CensusReport { return d.census }
+
+// StartWorker starts a worker on the demo's task queue.
+func (d *Demo) StartWorker() error {
+	w := worker.New(d.Client, d.Queue, worker.Options{
+		Interceptors:      []sdkinterceptor.WorkerInterceptor{d.gate},
+		WorkerStopTimeout: 500 * time.Millisecond,
+	})
+	w.RegisterWorkflow(workflows.AgentLoop)
+	w.RegisterActivity(d.Tools)
+	w.RegisterActivity(&activities.Planning{Planner: d.planner})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start the worker on %s: %w", d.Queue, err)
+	}
+	d.w = w
+	return nil
+}
+
+// StopWorker stops the worker for real: polls end, running activities are cancelled
+// after the stop timeout, and nothing they do after that is reported.
+func (d *Demo) StopWorker() {
+	if d.w != nil {
+		d.w.Stop()
+		d.w = nil
+	}
+}
+
+// Close stops the worker, the server, the vendors and closes the store.
+func (d *Demo) Close() {
+	d.StopWorker()
+	if d.Server != nil {
+		d.Server.Stop()
+	} else if d.Client != nil {
+		d.Client.Close()
+	}
+	if d.World != nil {
+		d.World.Close()
+	}
+	if d.Store != nil {
+		_ = d.Store.Close()
+	}
+}
+
+// Events returns what happened so far.
+func (d *Demo) Events() []Event {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Event(nil), d.events...)
+}
+
+func (d *Demo) say(format string, args ...any) {
+	e := Event{Time: time.Now(), Kind: "step", Text: fmt.Sprintf(format, args...)}
+	d.mu.Lock()
+	d.events = append(d.events, e)
+	d.mu.Unlock()
+	fmt.Fprintln(d.out, e.Text)
+}
+
+// Job runs one AgentLoop job to its end.
+func (d *Demo) Job(ctx context.Context, id string, in workflows.AgentInput) (workflows.AgentResult, string, error) {
+	if in.Goal == "" {
+		if s, ok := d.planner.(activities.Script); ok {
+			in.Goal = s.Goal
+		}
+	}
+	run, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: d.Queue,
+		WorkflowExecutionTimeout: 5 * time.Minute}, workflows.AgentLoop, in)
+	if err != nil {
+		return workflows.AgentResult{}, "", fmt.Errorf("start job %s: %w", id, err)
+	}
+	var res workflows.AgentResult
+	err = run.Get(ctx, &res)
+	return res, run.GetRunID(), err
+}
+
+// jobRetry keeps the demo quick: retries 300 ms apart, and a start-to-close
+// timeout short enough that a stopped worker's attempt is retried within seconds.
+var jobRetry = &temporal.RetryPolicy{InitialInterval: 300 * time.Millisecond, BackoffCoefficient: 1, MaximumAttempts: 10}
+
+func (d *Demo) cancelJob(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = d.Client.TerminateWorkflow(ctx, id, "", "demo stopped")
+}
+
+// decisionHandler turns the gate's log records into one readable line each.
+type decisionHandler struct {
+	d     *Demo
+	attrs []slog.Attr
+}
+
+func (h *decisionHandler) Enabled(_ context.Context, l slog.Level) bool { return true }
+
+func (h *decisionHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "idemgate" {
+		return nil
+	}
+	f := map[string]string{}
+	for _, a := range h.attrs {
+		f[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool { f[a.Key] = a.Value.String(); return true })
+	e := Event{Time: r.Time, Kind: "decision", Decision: f["decision"], Activity: f["activity"], Effect: f["effect"],
+		Key: f["key"], Attempt: f["attempt"]}
+	e.Text = fmt.Sprintf("    gate: %-18s %-17s %-16s attempt %-2s key %.8s", e.Decision, e.Activity, e.Effect, e.Attempt, e.Key)
+	if msg := f["error"]; msg != "" && e.Decision != "ran" {
+		e.Text += "\n          " + msg
+	}
+	h.d.mu.Lock()
+	h.d.events = append(h.d.events, e)
+	h.d.mu.Unlock()
+	fmt.Fprintln(h.d.out, e.Text)
+	return nil
+}
+
+func (h *decisionHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &decisionHandler{d: h.d, attrs: append(append([]slog.Attr{}, h.attrs...), as...)}
+}
+
+func (h *decisionHandler) WithGroup(string) slog.Handler { return h }
