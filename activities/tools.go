@@ -37,7 +37,7 @@ type Endpoints struct {
 
 // Tools are the agent's tools. Register with worker.RegisterActivity(tools).
 type Tools struct {
-	ep                                      Endpoints
+	ep                                       Endpoints
 	docs, crm, tickets, payments, mail, chat *http.Client
 }
 

@@ -137,7 +137,9 @@ var Registry = []Tool{
 		}),
 	tool[PostSlackMessageInput]("PostSlackMessage", "Post a message to a chat channel. The provider takes no idempotency key.",
 		`{"type":"object","properties":{"channel":{"type":"string"},"text":{"type":"string"}},"required":["channel","text"]}`,
-		func(in PostSlackMessageInput) error { return errors.Join(need("channel", in.Channel), need("text", in.Text)) }),
+		func(in PostSlackMessageInput) error {
+			return errors.Join(need("channel", in.Channel), need("text", in.Text))
+		}),
 }
 
 func tool[T any](name, desc, schema string, validate func(T) error) Tool {

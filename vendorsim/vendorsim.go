@@ -49,13 +49,13 @@ type Vendor struct {
 
 	mu           sync.Mutex
 	beforeAnswer func(key string)
-	effects map[string]int
-	replays map[string]int
-	idem    map[string]*stored
-	records map[string]map[string]any // contacts by e-mail, tickets, charges by id
-	seq     int
-	srv     *http.Server
-	mux     *http.ServeMux
+	effects      map[string]int
+	replays      map[string]int
+	idem         map[string]*stored
+	records      map[string]map[string]any // contacts by e-mail, tickets, charges by id
+	seq          int
+	srv          *http.Server
+	mux          *http.ServeMux
 }
 
 type stored struct {

@@ -58,20 +58,20 @@ type Event struct {
 
 // Demo is a running demo environment.
 type Demo struct {
-	cfg      Config
-	Server   *temporaltest.TestServer
-	Client   client.Client
-	Store    storeopen.Store
-	World    *vendorsim.World
-	Tools    *activities.Tools
-	Queue    string
-	planner  activities.Planner
-	gate     sdkinterceptor.WorkerInterceptor
-	census   interceptor.CensusReport
-	w        worker.Worker
-	mu       sync.Mutex
-	events   []Event
-	out      io.Writer
+	cfg     Config
+	Server  *temporaltest.TestServer
+	Client  client.Client
+	Store   storeopen.Store
+	World   *vendorsim.World
+	Tools   *activities.Tools
+	Queue   string
+	planner activities.Planner
+	gate    sdkinterceptor.WorkerInterceptor
+	census  interceptor.CensusReport
+	w       worker.Worker
+	mu      sync.Mutex
+	events  []Event
+	out     io.Writer
 }
 
 // Setup starts everything but the scenarios. Close undoes it. On error nothing is
