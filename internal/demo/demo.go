@@ -76,17 +76,20 @@ type Demo struct {
 
 // Setup starts everything but the scenarios. Close undoes it. On error nothing is
 // left running.
-func Setup(ctx context.Context, cfg Config) (d *Demo, err error) {
-	d = &Demo{cfg: cfg, out: cfg.Out, Queue: fmt.Sprintf("agent-demo-%d", time.Now().UnixNano())}
+func Setup(ctx context.Context, cfg Config) (*Demo, error) {
+	d := &Demo{cfg: cfg, out: cfg.Out, Queue: fmt.Sprintf("agent-demo-%d", time.Now().UnixNano())}
 	if d.out == nil {
 		d.out = io.Discard
 	}
-	defer func() {
-		if err != nil {
-			d.Close()
-			d = nil
-		}
-	}()
+	if err := d.setup(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Demo) setup(ctx context.Context) (err error) {
+	cfg := d.cfg
 	d.planner = cfg.Planner
 	if d.planner == nil {
 		s := activities.Support
@@ -94,20 +97,20 @@ func Setup(ctx context.Context, cfg Config) (d *Demo, err error) {
 			s = *cfg.Script
 		}
 		if err := s.Check(); err != nil {
-			return nil, fmt.Errorf("plan: %w", err)
+			return fmt.Errorf("plan: %w", err)
 		}
 		d.planner = s
 	}
 	if d.Store, err = storeopen.Open(ctx, cfg.Store); err != nil {
-		return nil, err
+		return err
 	}
 	if d.World, err = vendorsim.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	w := d.World
 	if d.Tools, err = activities.New(activities.Endpoints{Docs: w.Docs.URL, CRM: w.CRM.URL, Tickets: w.Tickets.URL,
 		Payments: w.Payments.URL, Email: w.Email.URL, Chat: w.Chat.URL}); err != nil {
-		return nil, err
+		return err
 	}
 	logger := log.NewStructuredLogger(slog.New(&decisionHandler{d: d}))
 	if cfg.TemporalAddress == "" {
@@ -118,22 +121,22 @@ func Setup(ctx context.Context, cfg Config) (d *Demo, err error) {
 		if ns == "" {
 			ns = "default"
 		}
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		d.Client, err = client.DialContext(dctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: ns, Logger: logger})
 		if err != nil {
-			return nil, fmt.Errorf("cannot reach Temporal at %s: %v (start one with `temporal server start-dev`, or drop --temporal-address to use the in-process server)", cfg.TemporalAddress, err)
+			return fmt.Errorf("cannot reach Temporal at %s: %v (start one with `temporal server start-dev`, or drop --temporal-address to use the in-process server)", cfg.TemporalAddress, err)
 		}
 		if _, err := d.Client.CheckHealth(dctx, &client.CheckHealthRequest{}); err != nil {
-			return nil, fmt.Errorf("Temporal at %s is not healthy: %v", cfg.TemporalAddress, err)
+			return fmt.Errorf("Temporal at %s is not healthy: %v", cfg.TemporalAddress, err)
 		}
 	}
 	opts := activities.GateOptions(d.Store)
 	if d.gate, err = interceptor.New(opts); err != nil {
-		return nil, err
+		return err
 	}
 	d.census = opts.Census(activities.Names())
-	return d, d.StartWorker()
+	return d.StartWorker()
 }
 
 // Census is the worker's census of its activities.

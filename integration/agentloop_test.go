@@ -1,0 +1,136 @@
+package integration
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/demo"
+	"github.com/idemgate/idemgate/store"
+)
+
+// newDemo sets the demo up on the shared in-process server with a fresh SQLite file.
+func newDemo(t *testing.T) *demo.Demo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := demo.Setup(ctx, demo.Config{
+		TemporalAddress: server.GetFrontendHostPort(),
+		Namespace:       server.GetDefaultNamespace(),
+		Store:           filepath.Join(t.TempDir(), "idemgate.db"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+func ctxMinute(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func receiptsOf(t *testing.T, st store.Store, f store.ReceiptFilter) []store.Receipt {
+	t.Helper()
+	rs, err := st.Receipts(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func TestAgentLoopNormalJob(t *testing.T) {
+	d := newDemo(t)
+	c, jobID, _, err := d.Normal(ctxMinute(t))
+	if err != nil || !c.OK {
+		t.Fatalf("normal job: %v %v", err, c.Notes)
+	}
+	w := d.World
+	for _, v := range w.Vendors()[1:] { // docs only reads
+		if v.Total() != 1 || len(v.Duplicates()) != 0 {
+			t.Errorf("%s performed %d side effects (duplicates %v), want 1", v.Name, v.Total(), v.Duplicates())
+		}
+	}
+	ran := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: jobID, Decision: store.DecisionRan})
+	if len(ran) != 15 { // 7 tools + 8 planner calls
+		t.Fatalf("%d ran receipts, want 15", len(ran))
+	}
+}
+
+func TestAgentLoopWorkerStoppedAfterCharge(t *testing.T) {
+	d := newDemo(t)
+	c, err := d.CrashAfterVendor(ctxMinute(t), "ChargeCard")
+	if err != nil || !c.OK {
+		t.Fatalf("crash after charge: %v %v", err, c.Notes)
+	}
+	p := d.World.Payments
+	if p.Total() != 1 || p.Replays() != 1 {
+		t.Fatalf("payments: %d charges, %d replays from its own store; want 1 and 1", p.Total(), p.Replays())
+	}
+	rs := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Activity: "ChargeCard"})
+	if got := decisionsOf(rs); got != "claimed unknown taken-over ran" {
+		t.Fatalf("ChargeCard receipts %s", got)
+	}
+}
+
+func TestAgentLoopWorkerStoppedAfterUpsert(t *testing.T) {
+	d := newDemo(t)
+	c, err := d.CrashAfterVendor(ctxMinute(t), "UpsertContact")
+	if err != nil || !c.OK {
+		t.Fatalf("crash after upsert: %v %v", err, c.Notes)
+	}
+	crm := d.World.CRM
+	rec, _ := crm.Record("grace@example.com")
+	if crm.Effects("grace@example.com") != 2 || crm.Records() != 1 || rec["name"] != "Grace Hopper" {
+		t.Fatalf("crm: %d upserts, %d records, %v", crm.Effects("grace@example.com"), crm.Records(), rec)
+	}
+	rs := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Activity: "UpsertContact"})
+	if len(rs) != 4 || rs[0].Key != rs[3].Key || rs[3].Decision != store.DecisionRan {
+		t.Fatalf("the re-run must use the same key: %s", decisionsOf(rs))
+	}
+}
+
+func TestAgentLoopResetPastCharge(t *testing.T) {
+	d := newDemo(t)
+	ctx := ctxMinute(t)
+	if _, jobID, runID, err := d.Normal(ctx); err != nil {
+		t.Fatal(err)
+	} else if c, err := d.ResetPastCharge(ctx, jobID, runID); err != nil || !c.OK {
+		t.Fatalf("reset: %v %v", err, c.Notes)
+	}
+	if d.World.Payments.Total() != 1 || d.World.Email.Total() != 1 || d.World.Chat.Total() != 1 {
+		t.Fatalf("after the reset: payments %d, email %d, chat %d; want 1 each",
+			d.World.Payments.Total(), d.World.Email.Total(), d.World.Chat.Total())
+	}
+}
+
+func TestAgentLoopReplayWithholdsWrites(t *testing.T) {
+	d := newDemo(t)
+	ctx := ctxMinute(t)
+	c, err := d.Replay(ctx)
+	if err != nil || !c.OK {
+		t.Fatalf("replay: %v %v", err, c.Notes)
+	}
+	for _, v := range d.World.Vendors() {
+		if v.Total() != 0 {
+			t.Fatalf("%s performed %d side effects during a replay", v.Name, v.Total())
+		}
+	}
+	gated := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Decision: store.DecisionGated})
+	if len(gated) != 1 || gated[0].Activity != "UpsertContact" ||
+		!strings.Contains(string(gated[0].Call), `"email":"ada@example.com"`) {
+		t.Fatalf("gated receipts %+v", gated)
+	}
+}
+
+func decisionsOf(rs []store.Receipt) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, string(r.Decision))
+	}
+	return strings.Join(s, " ")
+}

@@ -1,0 +1,123 @@
+// Command worker runs the agent's Temporal worker with the idemgate gate: the
+// AgentLoop workflow, the planner and the tools, against any Temporal server.
+//
+//	go run ./worker --temporal-address localhost:7233 --task-queue agent \
+//	    --store idemgate.db \
+//	    --docs-url http://docs.internal --crm-url ... --tickets-url ... \
+//	    --payments-url ... --email-url ... --chat-url ...
+//
+// Every flag has an environment variable (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// IDEMGATE_TASK_QUEUE, IDEMGATE_STORE, IDEMGATE_DOCS_URL, …). --store takes a SQLite
+// path (default idemgate.db) or a PostgreSQL DSN (postgres://…). At start it prints
+// the census of its activities and names the ones flagged for review.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemgate/idemgate/activities"
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/workflows"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	address := fs.String("temporal-address", envOr("TEMPORAL_ADDRESS", "localhost:7233"), "Temporal frontend host:port")
+	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
+	queue := fs.String("task-queue", envOr("IDEMGATE_TASK_QUEUE", "agent"), "task queue to poll")
+	storeSpec := fs.String("store", envOr("IDEMGATE_STORE", storeopen.DefaultPath), "SQLite path or PostgreSQL DSN")
+	var ep activities.Endpoints
+	fs.StringVar(&ep.Docs, "docs-url", os.Getenv("IDEMGATE_DOCS_URL"), "document search base URL")
+	fs.StringVar(&ep.CRM, "crm-url", os.Getenv("IDEMGATE_CRM_URL"), "CRM base URL")
+	fs.StringVar(&ep.Tickets, "tickets-url", os.Getenv("IDEMGATE_TICKETS_URL"), "ticket desk base URL")
+	fs.StringVar(&ep.Payments, "payments-url", os.Getenv("IDEMGATE_PAYMENTS_URL"), "card processor base URL")
+	fs.StringVar(&ep.Email, "email-url", os.Getenv("IDEMGATE_EMAIL_URL"), "e-mail sender base URL")
+	fs.StringVar(&ep.Chat, "chat-url", os.Getenv("IDEMGATE_CHAT_URL"), "chat base URL")
+	llmURL := fs.String("llm-base-url", os.Getenv("IDEMGATE_LLM_BASE_URL"), "OpenAI-compatible API root for the model planner (default: jobs must carry a script)")
+	llmModel := fs.String("llm-model", os.Getenv("IDEMGATE_LLM_MODEL"), "model for the model planner")
+	llmKey := fs.String("llm-api-key", os.Getenv("OPENAI_API_KEY"), "API key for the model planner")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	for _, e := range []struct{ flag, value string }{{"docs", ep.Docs}, {"crm", ep.CRM}, {"tickets", ep.Tickets},
+		{"payments", ep.Payments}, {"email", ep.Email}, {"chat", ep.Chat}} {
+		if e.value == "" {
+			fmt.Fprintf(stderr, "worker: --%s-url is required (or IDEMGATE_%s_URL): the vendor's base URL\n", e.flag, strings.ToUpper(e.flag))
+			return 2
+		}
+	}
+	tools, err := activities.New(ep)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
+	}
+	var planner activities.Planner
+	if *llmURL != "" {
+		planner = activities.ChatPlanner{BaseURL: *llmURL, Model: *llmModel, APIKey: *llmKey}
+	}
+	st, err := storeopen.Open(ctx, *storeSpec)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
+	}
+	defer st.Close()
+	opts := activities.GateOptions(st)
+	gate, err := interceptor.New(opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	c, err := client.DialContext(dctx, client.Options{HostPort: *address, Namespace: *namespace})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: cannot reach Temporal at %s: %v (check --temporal-address, or start `temporal server start-dev`)\n", *address, err)
+		return 2
+	}
+	defer c.Close()
+
+	w := worker.New(c, *queue, worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	w.RegisterWorkflow(workflows.AgentLoop)
+	w.RegisterActivity(tools)
+	w.RegisterActivity(&activities.Planning{Planner: planner})
+	census := opts.Census(activities.Names())
+	fmt.Fprintln(stdout, census)
+	for _, name := range census.Review {
+		fmt.Fprintf(stdout, "review: %s has no known verb and is treated as destructive; confirm it with Options.Effects\n", name)
+	}
+	fmt.Fprintf(stdout, "worker: polling %s on %s (namespace %s), store %s\n", *queue, *address, *namespace, *storeSpec)
+	if err := w.Start(); err != nil {
+		fmt.Fprintf(stderr, "worker: start: %v\n", err)
+		return 2
+	}
+	<-ctx.Done()
+	w.Stop()
+	return 0
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
