@@ -49,6 +49,7 @@ type Vendor struct {
 
 	mu           sync.Mutex
 	beforeAnswer func(key string)
+	beforeEffect func(key string)
 	effects      map[string]int
 	replays      map[string]int
 	idem         map[string]*stored
@@ -211,6 +212,15 @@ func (v *Vendor) SetBeforeAnswer(hook func(key string)) {
 	v.mu.Unlock()
 }
 
+// SetBeforeEffect sets a hook that runs when a keyed write has reserved its key and
+// before it performs the side effect (nil removes it): while it runs, the key is in
+// progress and a second request with it is answered 409.
+func (v *Vendor) SetBeforeEffect(hook func(key string)) {
+	v.mu.Lock()
+	v.beforeEffect = hook
+	v.mu.Unlock()
+}
+
 func (v *Vendor) runBeforeAnswer(key string) {
 	v.mu.Lock()
 	hook := v.beforeAnswer
@@ -262,7 +272,11 @@ func (v *Vendor) keyed(h handler) http.HandlerFunc {
 		}
 		s = &stored{hash: hash}
 		v.idem[key] = s
+		beforeEffect := v.beforeEffect
 		v.mu.Unlock()
+		if beforeEffect != nil {
+			beforeEffect(key)
+		}
 
 		status, answer, id := h(r, body)
 		out, _ := json.Marshal(answer)
