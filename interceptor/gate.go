@@ -203,11 +203,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 		c.abandon(err, store.DecisionUnknown)
 		return nil, boundary(err)
 	}
-	payload, err := c.r.opts.DataConverter.ToPayload(res)
-	var data []byte
-	if err == nil {
-		data, err = proto.Marshal(payload)
-	}
+	data, err := EncodeResult(c.r.opts.DataConverter, res)
 	if err != nil {
 		c.abandon(err, store.DecisionUnknown)
 		return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s ran, but its result cannot be encoded: %v. "+
@@ -267,7 +263,7 @@ func (c *call) replay(rec store.Record) (any, error) {
 		c.refuse(decisionRefusedNoResult, msg, false)
 		return nil, appError(msg, ErrTypeResultNotStored, true, 0)
 	}
-	var p commonpb.Payload
+	var p commonpb.Payloads
 	if err := proto.Unmarshal(rec.Result, &p); err != nil {
 		msg := fmt.Sprintf("idemgate: %s (%s) key %s already ran, but its stored result cannot be decoded: %v. "+
 			"It will not be run again. Next step: inspect the record with `idemgate receipts --key %s`.",
@@ -281,7 +277,9 @@ func (c *call) replay(rec store.Record) (any, error) {
 		return nil, c.storeDown("record the replay of", err)
 	}
 	c.signal(store.DecisionReplayed, nil)
-	return converter.NewRawValue(&p), nil
+	// The SDK sends a *commonpb.Payloads result as it is: the stored payloads, which
+	// Options.DataConverter made exactly as the worker makes a fresh result.
+	return &p, nil
 }
 
 func (c *call) conflict(rec store.Record) error {
@@ -384,4 +382,22 @@ const MetricDecisions = "idemgate_decisions"
 func resultRef(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:8])
+}
+
+// EncodeResult encodes an activity result the way the gate stores it: the Temporal
+// payloads dc makes of it (as the worker would send them), proto-marshalled. A result
+// that is already *commonpb.Payloads is stored as it is. Tools that settle an outcome
+// by hand (idemgate resolve) use it so the next attempt returns exactly that result.
+func EncodeResult(dc converter.DataConverter, result any) ([]byte, error) {
+	p, ok := result.(*commonpb.Payloads)
+	if !ok {
+		if dc == nil {
+			dc = converter.GetDefaultDataConverter()
+		}
+		var err error
+		if p, err = dc.ToPayloads(result); err != nil {
+			return nil, err
+		}
+	}
+	return proto.Marshal(p)
 }

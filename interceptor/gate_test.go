@@ -532,3 +532,14 @@ func TestObservationsDecideUnmarkedErrors(t *testing.T) {
 		})
 	}
 }
+
+// A local activity's repeat returns the stored result exactly like a regular one.
+func TestLocalActivityRepeatReturnsStoredResult(t *testing.T) {
+	h := newHarness(t)
+	out, err := h.run("wf-local", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1, Local: true},
+		call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1, Local: true},
+		call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1})
+	if err != nil || h.v.count() != 1 || len(out) != 3 || out[1] != out[0] || out[2] != out[0] {
+		t.Fatalf("vendor %d, results %q, err %v", h.v.count(), out, err)
+	}
+}

@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/canon"
@@ -238,11 +237,7 @@ func hashOf(t *testing.T, c Charge) ([]byte, string) {
 // storedResult is what the gate stores for a string result.
 func storedResult(t *testing.T, s string) []byte {
 	t.Helper()
-	p, err := converter.GetDefaultDataConverter().ToPayload(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := proto.Marshal(p)
+	b, err := interceptor.EncodeResult(converter.GetDefaultDataConverter(), s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,10 +78,11 @@ type Options struct {
 	// instead of refused. Optional: nil refuses every such retry.
 	VendorWindows map[string]time.Duration
 
-	// DataConverter encodes stored results; a replayed result is handed back as a
-	// converter.RawValue of the stored payload, so it decodes exactly like a fresh
-	// one. Give the converter your client uses, without its codec (the worker applies
-	// the codec on the wire). Optional: nil means converter.GetDefaultDataConverter().
+	// DataConverter encodes stored results. A repeat of a finished write returns the
+	// stored payloads as they are, so give the converter the worker's client uses —
+	// with its codec, if any: the stored result is then exactly what a fresh attempt
+	// sends (and encrypted at rest when the codec encrypts). Optional: nil means
+	// converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
 
 	// MaxResultSize is the largest encoded result stored. A larger result is not
