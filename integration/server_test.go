@@ -164,6 +164,7 @@ func (r *rig) startWorker() {
 	w := worker.New(r.c, r.queue, worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{r.gate}})
 	w.RegisterWorkflow(Steps)
 	w.RegisterWorkflow(Chain)
+	w.RegisterWorkflow(ChargeThenFail)
 	w.RegisterActivity(r.tools)
 	if err := w.Start(); err != nil {
 		r.t.Fatal(err)
@@ -375,5 +376,46 @@ func TestStickyCachePurgeMidRun(t *testing.T) {
 	}
 	if k := r.v.keys(); len(k) != 2 || k[0] == k[1] || len(out) != 2 {
 		t.Fatalf("after purge: vendor keys %q, results %q", k, out)
+	}
+}
+
+// ChargeThenFail charges, then fails its first run: Temporal retries the workflow.
+func ChargeThenFail(ctx workflow.Context) (string, error) {
+	var r string
+	if err := workflow.ExecuteActivity(actx(ctx), "ChargeCard", 0).Get(ctx, &r); err != nil {
+		return "", err
+	}
+	if workflow.GetInfo(ctx).Attempt == 1 {
+		return "", temporal.NewApplicationError("the step after the charge failed", "AfterCharge")
+	}
+	return r, nil
+}
+
+// With per-workflow-ID scope, a workflow retry (a new run of the same workflow ID)
+// does not repeat the finished charge; with the default scope it is a new execution
+// and a new write.
+func TestWorkflowRetryUnderWorkflowIDScope(t *testing.T) {
+	for _, c := range []struct {
+		scope   interceptor.Scope
+		charges int
+	}{{interceptor.ScopeWorkflowID, 1}, {interceptor.ScopeExecution, 2}} {
+		t.Run(c.scope.String(), func(t *testing.T) {
+			r := newRig(t, interceptor.Options{Scope: c.scope})
+			run, err := r.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "retry-" + c.scope.String(),
+				TaskQueue: r.queue, WorkflowExecutionTimeout: time.Minute,
+				RetryPolicy: &temporal.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaximumAttempts: 2}}, ChargeThenFail)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var out string
+			if err := run.Get(ctx, &out); err != nil {
+				t.Fatal(err)
+			}
+			if r.v.total() != c.charges {
+				t.Fatalf("scope %s: %d charges over a workflow retry, want %d", c.scope, r.v.total(), c.charges)
+			}
+		})
 	}
 }
