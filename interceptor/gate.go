@@ -206,7 +206,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 		c.abandon(err, store.DecisionUnknown)
 		return nil, boundary(err)
 	}
-	data, _, err := EncodeResult(c.r.opts.DataConverter, res)
+	data, err := encodeResult(c.r.opts.DataConverter, res)
 	if err != nil {
 		c.abandon(err, store.DecisionUnknown)
 		return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s ran, but its result cannot be encoded: %v. "+
@@ -402,14 +402,18 @@ func EncodeResult(dc converter.DataConverter, v any) (data []byte, ref string, e
 	if dc == nil {
 		dc = converter.GetDefaultDataConverter()
 	}
-	p, err := dc.ToPayload(v)
-	if err != nil {
-		return nil, "", err
-	}
-	if data, err = proto.Marshal(p); err != nil {
+	if data, err = encodeResult(dc, v); err != nil {
 		return nil, "", err
 	}
 	return data, resultRef(data), nil
+}
+
+func encodeResult(dc converter.DataConverter, v any) ([]byte, error) {
+	p, err := dc.ToPayload(v)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(p)
 }
 
 func resultRef(b []byte) string {
