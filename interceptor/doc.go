@@ -41,7 +41,17 @@
 // not performed. An idempotent write whose earlier attempt ended unknown runs again
 // with the same key; a destructive one is refused with IdempotencyInFlight
 // (non-retryable) until a person resolves it, unless Options.VendorWindows says the
-// vendor deduplicates on the forwarded key.
+// vendor deduplicates on the forwarded key. With Options.HoldUnknown the refusal
+// is retryable instead, so the workflow waits and continues by itself once the key
+// is resolved (`idemgate resolve`).
+//
+// # Pauses
+//
+// `idemgate pause` keeps a kill switch in the store. Before it claims a write, the
+// gate checks the pauses, re-read at most every Options.PauseRefresh (2 s): a paused
+// write fails with a retryable WriteGated that says who paused it, when and why.
+// Reads are never paused. When the pauses cannot be read, the last known ones stay
+// in force.
 //
 // # Errors
 //

@@ -19,12 +19,14 @@ const (
 	// ErrTypeInFlight: an earlier attempt holds the key. Retryable, with the next
 	// retry after its lease, while that attempt may still be running; non-retryable
 	// for a destructive write whose earlier attempt ended with an unknown outcome —
-	// the message carries the withheld call and a person or reconciler must decide.
+	// the message carries the withheld call and a person or reconciler must decide
+	// (retryable after Options.HoldUnknown when that is set).
 	ErrTypeInFlight = "IdempotencyInFlight"
 	// ErrTypeConflict: the key was already used with other arguments. Non-retryable.
 	ErrTypeConflict = "IdempotencyConflict"
-	// ErrTypeWriteGated: the replay policy (or a pause) withheld the write; the message
-	// carries the withheld call. Non-retryable under a replay policy.
+	// ErrTypeWriteGated: the replay policy or a pause (`idemgate pause`) withheld the
+	// write; the message carries the withheld call. Non-retryable under a replay
+	// policy; retryable under a pause, with the next retry after the next refresh.
 	ErrTypeWriteGated = "WriteGated"
 	// ErrTypeKeyMissing: a write arrived without a key (the scheduling workflow does
 	// not run the interceptor). Non-retryable; nothing ran.

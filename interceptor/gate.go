@@ -97,6 +97,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	if h.Replay != nil && !h.Replay.Allows(c.effect) {
 		return nil, c.gated(*h.Replay)
 	}
+	if p, ok := r.paused(ctx, c.name, c.effect); ok {
+		return nil, c.pausedWrite(p)
+	}
 
 	c.owner = newOwner()
 	lease := info.Deadline
@@ -203,7 +206,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 		c.abandon(err, store.DecisionUnknown)
 		return nil, boundary(err)
 	}
-	data, err := EncodeResult(c.r.opts.DataConverter, res)
+	data, err := encodeResult(c.r.opts.DataConverter, res)
 	if err != nil {
 		c.abandon(err, store.DecisionUnknown)
 		return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s ran, but its result cannot be encoded: %v. "+
@@ -307,9 +310,21 @@ func (c *call) refuseUnknown(rec store.Record) error {
 	call := c.withheld()
 	msg := fmt.Sprintf("idemgate: refused %s %s key %s: attempt %d (workflow %s, claimed %s) ended without proof of "+
 		"whether it reached the outside world, so it is not sent again. Withheld call: %s. Next step: check with "+
-		"the vendor, then `idemgate resolve %s --sent --reason ...` if it happened (the stored result is returned) "+
-		"or `--not-sent` if it did not (the write runs once more).", c.effect, c.name, c.key, rec.Attempt,
-		rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), call, c.key)
+		"the vendor, then `idemgate resolve %s --sent --result FILE --reason ...` if it happened (the stored result "+
+		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).", c.effect, c.name, c.key,
+		rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), call, c.key)
+	hold := c.r.opts.HoldUnknown
+	// Held only while the record outlives the next retry: a key past its window is
+	// forgotten, and the retry after that would send the write again.
+	if hold > 0 && c.now.Add(2*hold).Before(rec.ExpiresAt) {
+		msg += fmt.Sprintf(" Held: Temporal retries in %s until then (Options.HoldUnknown).", hold)
+		c.refuse(store.DecisionRefusedInFlight, msg, true)
+		return appError(msg, ErrTypeInFlight, false, hold, call)
+	}
+	if hold > 0 {
+		msg += fmt.Sprintf(" Refused for good: the key's record expires at %s, before the hold could end "+
+			"(Options.HoldUnknown %s, Options.Window).", rec.ExpiresAt.Format(time.RFC3339), hold)
+	}
 	c.refuse(store.DecisionRefusedInFlight, msg, true)
 	return appError(msg, ErrTypeInFlight, true, 0, call)
 }
@@ -379,25 +394,36 @@ func (c *call) signal(d store.Decision, err error) {
 // MetricDecisions counts gate decisions, tagged activity_type, effect and decision.
 const MetricDecisions = "idemgate_decisions"
 
-func resultRef(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:8])
+// EncodeResult encodes an activity result the way the gate stores it — the Temporal
+// payloads dc makes of it, as the worker would send them (nil dc:
+// converter.GetDefaultDataConverter()), proto-marshalled — and returns it with its
+// reference, the digest receipts show. A repeat of the write hands the stored
+// payloads back as they are, so the workflow decodes them exactly like a fresh
+// result. `idemgate resolve --sent` stores an operator's result with it.
+func EncodeResult(dc converter.DataConverter, v any) (data []byte, ref string, err error) {
+	if data, err = encodeResult(dc, v); err != nil {
+		return nil, "", err
+	}
+	return data, resultRef(data), nil
 }
 
-// EncodeResult encodes an activity result the way the gate stores it: the Temporal
-// payloads dc makes of it (as the worker would send them), proto-marshalled. A result
-// that is already *commonpb.Payloads is stored as it is. Tools that settle an outcome
-// by hand (idemgate resolve) use it so the next attempt returns exactly that result.
-func EncodeResult(dc converter.DataConverter, result any) ([]byte, error) {
-	p, ok := result.(*commonpb.Payloads)
+// encodeResult stores a result that is already *commonpb.Payloads (the SDK's own
+// encoding, as some executors hand it to interceptors) as it is.
+func encodeResult(dc converter.DataConverter, v any) ([]byte, error) {
+	p, ok := v.(*commonpb.Payloads)
 	if !ok {
 		if dc == nil {
 			dc = converter.GetDefaultDataConverter()
 		}
 		var err error
-		if p, err = dc.ToPayloads(result); err != nil {
+		if p, err = dc.ToPayloads(v); err != nil {
 			return nil, err
 		}
 	}
 	return proto.Marshal(p)
+}
+
+func resultRef(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:8])
 }

@@ -237,7 +237,7 @@ func hashOf(t *testing.T, c Charge) ([]byte, string) {
 // storedResult is what the gate stores for a string result.
 func storedResult(t *testing.T, s string) []byte {
 	t.Helper()
-	b, err := interceptor.EncodeResult(converter.GetDefaultDataConverter(), s)
+	b, _, err := interceptor.EncodeResult(converter.GetDefaultDataConverter(), s)
 	if err != nil {
 		t.Fatal(err)
 	}

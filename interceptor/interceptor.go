@@ -24,13 +24,14 @@ func New(opts Options) (sdkinterceptor.WorkerInterceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &root{opts: o}, nil
+	return &root{opts: o, pauses: pauseCache{first: make(chan struct{})}}, nil
 }
 
 type root struct {
 	sdkinterceptor.WorkerInterceptorBase
 	opts    Options
 	classes sync.Map // activity name -> Classification
+	pauses  pauseCache
 }
 
 func (r *root) classify(name string) Classification {

@@ -39,6 +39,7 @@ func (s Scope) String() string {
 const (
 	DefaultWindow        = 24 * time.Hour
 	DefaultMaxResultSize = 1 << 20
+	DefaultPauseRefresh  = 2 * time.Second
 	// defaultLease is the lease of an attempt that has no deadline (never the case for
 	// activities Temporal schedules; kept as a guard).
 	defaultLease = 10 * time.Minute
@@ -95,6 +96,23 @@ type Options struct {
 	// never stops a read).
 	SkipReadReceipts bool
 
+	// HoldUnknown says what happens to a destructive write whose earlier attempt
+	// ended with an unknown outcome (the owner crashed, timed out or failed unmarked
+	// after it may have reached the vendor). Optional: 0 refuses it for good —
+	// IdempotencyInFlight, non-retryable, the workflow sees the failure. > 0 refuses
+	// it retryably with NextRetryDelay = HoldUnknown, so the activity's retry policy
+	// keeps it waiting until a person resolves the key (`idemgate resolve KEY
+	// --sent|--not-sent`); the next retry then returns the stored result or runs the
+	// write once more. Give such activities MaximumAttempts 0 and a ScheduleToClose
+	// timeout shorter than Window: a key left unresolved past Window is forgotten,
+	// so the gate refuses for good once the record would expire before the next retry.
+	HoldUnknown time.Duration
+
+	// PauseRefresh is how often the gate re-reads the pauses (`idemgate pause`) from
+	// the store: a pause or resume reaches every worker within about this long.
+	// Optional: 0 means 2 seconds. Negative is invalid.
+	PauseRefresh time.Duration
+
 	// Now is the clock. Optional: nil means time.Now.
 	Now func() time.Time
 }
@@ -126,6 +144,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxResultSize < 0 {
 		errs = append(errs, fmt.Errorf("Options.MaxResultSize = %d is negative: use 0 for the default (1 MiB)", o.MaxResultSize))
 	}
+	if o.HoldUnknown < 0 {
+		errs = append(errs, fmt.Errorf("Options.HoldUnknown = %v is negative: use 0 to refuse for good, or the retry delay (> 0)", o.HoldUnknown))
+	}
+	if o.PauseRefresh < 0 {
+		errs = append(errs, fmt.Errorf("Options.PauseRefresh = %v is negative: use 0 for the default (2s)", o.PauseRefresh))
+	}
 	if o.Scope > ScopeWorkflowID {
 		errs = append(errs, fmt.Errorf("Options.Scope = %d: use ScopeExecution or ScopeWorkflowID", o.Scope))
 	}
@@ -137,6 +161,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxResultSize == 0 {
 		o.MaxResultSize = DefaultMaxResultSize
+	}
+	if o.PauseRefresh == 0 {
+		o.PauseRefresh = DefaultPauseRefresh
 	}
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()

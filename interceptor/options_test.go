@@ -33,6 +33,8 @@ func TestNewValidates(t *testing.T) {
 		{"negative size", interceptor.Options{Store: memory.New(), MaxResultSize: -1}, []string{"Options.MaxResultSize"}},
 		{"zero vendor window", interceptor.Options{Store: memory.New(), VendorWindows: map[string]time.Duration{"ChargeCard": 0}},
 			[]string{`VendorWindows["ChargeCard"]`}},
+		{"negative hold", interceptor.Options{Store: memory.New(), HoldUnknown: -time.Second}, []string{"Options.HoldUnknown"}},
+		{"negative pause refresh", interceptor.Options{Store: memory.New(), PauseRefresh: -time.Second}, []string{"Options.PauseRefresh"}},
 		{"two at once", interceptor.Options{Window: -1}, []string{"Options.Store", "Options.Window"}},
 	}
 	for _, c := range cases {

@@ -1,5 +1,10 @@
 package store
 
+import (
+	"fmt"
+	"time"
+)
+
 // Decide is the claim rule every backend applies inside its atomic step, so all
 // backends agree cell by cell. Given the existing record (found=false when there is
 // none) and a claim, it returns the outcome, the record as it must be stored after
@@ -109,4 +114,45 @@ func (t Transition) ReceiptWithTime() Receipt {
 		r.Key = t.Key
 	}
 	return r
+}
+
+// Blocking reports whether r blocks its key at now with an unknown outcome: the
+// owner ended without proof (StateUnknown) or its lease passed while it held the
+// claim (StateClaimed), and the record is inside its window. A destructive write
+// with such a record is refused until a person resolves it. Pending lists these.
+func Blocking(r Record, now time.Time) bool {
+	if !now.Before(r.ExpiresAt) {
+		return false
+	}
+	return r.State == StateUnknown || r.State == StateClaimed && !now.Before(r.Lease)
+}
+
+// ApplyResolve is the rule of Resolve: a record of owner t.Owner in StateUnknown,
+// or in StateClaimed with its lease passed at t.Now, moves to StateCompleted (with
+// t.Result, remembered until t.Now+t.Window) or StateReleased. Unlike Blocking it
+// does not look at the window: an operator may still settle a record the next Begin
+// would forget. Anything else is ErrNotOwner. Backends that run the check in SQL
+// must match it.
+func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
+	if to != StateCompleted && to != StateReleased {
+		return existing, fmt.Errorf("idemgate/store: resolve to %q: want %q or %q", to, StateCompleted, StateReleased)
+	}
+	if existing.Owner != t.Owner ||
+		!(existing.State == StateUnknown || existing.State == StateClaimed && !t.Now.Before(existing.Lease)) {
+		return existing, ErrNotOwner
+	}
+	next := existing
+	next.State = to
+	next.UpdatedAt = t.Now
+	if to == StateCompleted {
+		next.Result = t.Result
+		next.ResultOmitted = t.ResultOmitted
+		next.ExpiresAt = t.Now.Add(t.Window)
+	}
+	return next, nil
+}
+
+// PauseReceipt is the receipt Pause (DecisionPaused) and Resume (DecisionResumed) append.
+func PauseReceipt(p Pause, d Decision) Receipt {
+	return Receipt{Time: p.Time, Activity: p.Activity, Effect: p.Effect, Decision: d, Actor: p.Actor, Reason: p.Reason}
 }

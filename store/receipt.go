@@ -26,9 +26,27 @@ const (
 	DecisionReleased Decision = "released"
 	// DecisionUnknown: the attempt ended without proof either way; the claim stays.
 	DecisionUnknown Decision = "unknown"
-	// DecisionResolved: a person or reconciler settled an unknown outcome.
+	// DecisionResolved: a person or reconciler settled an unknown outcome; the
+	// receipt's Resolution says which way.
 	DecisionResolved Decision = "resolved"
+	// DecisionPaused and DecisionResumed: a person paused or resumed writes of an
+	// activity or an effect class (the receipt's Activity or Effect).
+	DecisionPaused  Decision = "paused"
+	DecisionResumed Decision = "resumed"
 )
+
+// Resolutions a DecisionResolved receipt carries.
+const (
+	// ResolvedSent: the write happened; its result is stored (StateCompleted).
+	ResolvedSent = "sent"
+	// ResolvedNotSent: the write did not happen; the claim is released (StateReleased).
+	ResolvedNotSent = "not-sent"
+)
+
+// Decisions lists every decision a store keeps, for validating filters.
+var Decisions = []Decision{DecisionRan, DecisionClaimed, DecisionTakenOver, DecisionReplayed,
+	DecisionRefusedInFlight, DecisionRefusedConflict, DecisionGated, DecisionReleased, DecisionUnknown,
+	DecisionResolved, DecisionPaused, DecisionResumed}
 
 // Receipt is one append-only line of evidence.
 type Receipt struct {
@@ -48,9 +66,11 @@ type Receipt struct {
 	// ResultRef names the stored result (a digest), when there is one.
 	ResultRef string
 	Error     string
-	// Actor and Reason are set when a person resolved an outcome.
+	// Actor and Reason are set when a person resolved an outcome, paused or resumed.
 	Actor  string
 	Reason string
+	// Resolution is ResolvedSent or ResolvedNotSent on a DecisionResolved receipt.
+	Resolution string
 }
 
 // ReceiptFilter selects receipts; zero fields match everything.

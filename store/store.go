@@ -124,6 +124,44 @@ type Transition struct {
 	Receipt Receipt
 }
 
+// Pause is a kill switch kept in the store: every gate that reads it refuses the
+// writes it matches (reads are never paused). Exactly one of Activity and Effect is
+// set: one activity type, or every activity of one effect class.
+type Pause struct {
+	// Activity pauses the writes of this activity type.
+	Activity string
+	// Effect pauses every write of this class ("destructive", "idempotent-write").
+	Effect string
+	// Actor is who paused, Reason why, Time when; the gate's refusal quotes them.
+	Actor  string
+	Reason string
+	Time   time.Time
+}
+
+// Valid reports whether exactly one of Activity and Effect is set.
+func (p Pause) Valid() error {
+	if (p.Activity == "") == (p.Effect == "") {
+		return errors.New("idemgate/store: a pause names exactly one of an activity and an effect")
+	}
+	return nil
+}
+
+// Matches reports whether p pauses a write of this activity and effect.
+func (p Pause) Matches(activity, effect string) bool {
+	if p.Activity != "" {
+		return p.Activity == activity
+	}
+	return p.Effect == effect
+}
+
+// Scope names what p pauses: "activity ChargeCard" or "effect destructive".
+func (p Pause) Scope() string {
+	if p.Activity != "" {
+		return "activity " + p.Activity
+	}
+	return "effect " + p.Effect
+}
+
 // Store is the durable memory the gate needs. Every method is safe for concurrent use
 // by many goroutines (and, for durable backends, many processes).
 //
@@ -132,7 +170,8 @@ type Transition struct {
 // receipt (DecisionClaimed or DecisionTakenOver) in the same atomic step.
 //
 // Complete, Release and Abandon succeed only for the current owner of a claim in
-// StateClaimed, and return ErrNotOwner otherwise.
+// StateClaimed, and return ErrNotOwner otherwise. Resolve succeeds only for the
+// current owner of a blocking claim (see Blocking), and returns ErrNotOwner otherwise.
 type Store interface {
 	Begin(ctx context.Context, c Claim) (Outcome, Record, error)
 	// Complete stores the result: StateCompleted.
@@ -150,4 +189,27 @@ type Store interface {
 	// Sweep removes at most limit records whose ExpiresAt is at or before now and
 	// reports how many it removed. Receipts are kept.
 	Sweep(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// Pending lists at most limit (<= 0: all) records that block their key at now
+	// (see Blocking): the earlier owner is gone and nobody knows whether its write
+	// happened. Oldest CreatedAt first (then by key).
+	Pending(ctx context.Context, now time.Time, limit int) ([]Record, error)
+	// Resolve settles a blocking record of owner t.Owner for a person or reconciler:
+	// to StateCompleted (the write happened; t.Result is returned to the next
+	// attempt, remembered until t.Now+t.Window) or StateReleased (it did not; the
+	// next attempt runs). See ApplyResolve. t.Receipt (DecisionResolved) is appended
+	// in the same atomic step. ErrNotOwner when the owner changed or the record does
+	// not block (a live claim, a completed or released one); ErrNotFound when there is
+	// no record.
+	Resolve(ctx context.Context, t Transition, to State) error
+
+	// Pause stores p (replacing an earlier pause of the same scope) and appends its
+	// receipt (PauseReceipt, DecisionPaused) in the same atomic step.
+	Pause(ctx context.Context, p Pause) error
+	// Resume removes the pause of p's scope (p.Activity or p.Effect) and appends its
+	// receipt (DecisionResumed, with p's Actor, Reason and Time) in the same atomic
+	// step. ErrNotFound when that scope is not paused.
+	Resume(ctx context.Context, p Pause) error
+	// Pauses lists the pauses in force, oldest first.
+	Pauses(ctx context.Context) ([]Pause, error)
 }

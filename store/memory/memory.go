@@ -6,6 +6,7 @@ package memory
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ type Store struct {
 	mu       sync.Mutex
 	records  map[string]store.Record
 	receipts []store.Receipt
+	pauses   []store.Pause
 	fail     error
 }
 
@@ -156,6 +158,99 @@ func (s *Store) Sweep(_ context.Context, now time.Time, limit int) (int, error) 
 		}
 	}
 	return n, nil
+}
+
+// Pending lists the blocking records, oldest first.
+func (s *Store) Pending(_ context.Context, now time.Time, limit int) ([]store.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var out []store.Record
+	for _, r := range s.records {
+		if store.Blocking(r, now) {
+			out = append(out, clone(r))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Record) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Resolve settles a blocking record; see store.ApplyResolve.
+func (s *Store) Resolve(_ context.Context, t store.Transition, to store.State) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	existing, found := s.records[t.Key]
+	if !found {
+		return store.ErrNotFound
+	}
+	next, err := store.ApplyResolve(existing, to, t)
+	if err != nil {
+		return err
+	}
+	next.Result = slices.Clone(next.Result)
+	s.records[t.Key] = next
+	s.appendLocked(t.ReceiptWithTime())
+	return nil
+}
+
+// Pause stores p, replacing a pause of the same scope.
+func (s *Store) Pause(_ context.Context, p store.Pause) error {
+	if err := p.Valid(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.pauses = slices.DeleteFunc(s.pauses, func(q store.Pause) bool { return q.Activity == p.Activity && q.Effect == p.Effect })
+	s.pauses = append(s.pauses, p)
+	s.appendLocked(store.PauseReceipt(p, store.DecisionPaused))
+	return nil
+}
+
+// Resume removes the pause of p's scope.
+func (s *Store) Resume(_ context.Context, p store.Pause) error {
+	if err := p.Valid(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	n := len(s.pauses)
+	s.pauses = slices.DeleteFunc(s.pauses, func(q store.Pause) bool { return q.Activity == p.Activity && q.Effect == p.Effect })
+	if len(s.pauses) == n {
+		return store.ErrNotFound
+	}
+	s.appendLocked(store.PauseReceipt(p, store.DecisionResumed))
+	return nil
+}
+
+// Pauses lists the pauses in force, oldest first.
+func (s *Store) Pauses(_ context.Context) ([]store.Pause, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	out := slices.Clone(s.pauses)
+	slices.SortStableFunc(out, func(a, b store.Pause) int { return a.Time.Compare(b.Time) })
+	return out, nil
 }
 
 func clone(r store.Record) store.Record {

@@ -111,15 +111,26 @@ func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.
 // claimed record of this owner and appends the receipt only when it did.
 const (
 	receiptInsert = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
-	workflow_id, run_id, attempt, result_ref, error, actor, reason)`
+	workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution)`
 	completeSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = 'completed', updated_at = $3, result = $4, result_omitted = $5, expires_at = $6
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM u`
+	` + receiptInsert + ` SELECT $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21 FROM u`
 	moveSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = $3, updated_at = $4
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM u`
+	` + receiptInsert + ` SELECT $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 FROM u`
+	// store.ApplyResolve in SQL: a blocking record of this owner (unknown, or
+	// claimed with its lease passed at $4).
+	resolveWhere       = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease <= $4))`
+	resolveCompleteSQL = `WITH u AS (
+	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $5, result_omitted = $6, expires_at = $7
+	` + resolveWhere + ` RETURNING 1)
+	` + receiptInsert + ` SELECT $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 FROM u`
+	resolveReleaseSQL = `WITH u AS (
+	UPDATE idemgate_records SET state = $3, updated_at = $4
+	` + resolveWhere + ` RETURNING 1)
+	` + receiptInsert + ` SELECT $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 FROM u`
 )
 
 // Complete stores the owner's result.
@@ -151,7 +162,126 @@ func (s *Store) transition(ctx context.Context, op, sql string, args []any, t st
 
 func receiptArgs(r store.Receipt) []any {
 	return []any{micro(r.Time), r.Key, r.Activity, r.Effect, string(r.Decision), r.ArgsHash, r.Call,
-		r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason}
+		r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason, r.Resolution}
+}
+
+// Resolve settles a blocking record (store.ApplyResolve) in one statement that
+// appends the receipt only when it moved the record.
+func (s *Store) Resolve(ctx context.Context, t store.Transition, to store.State) error {
+	var (
+		sql  string
+		args = []any{t.Key, t.Owner, string(to), micro(t.Now)}
+	)
+	switch to {
+	case store.StateCompleted:
+		sql = resolveCompleteSQL
+		args = append(args, t.Result, t.ResultOmitted, micro(t.Now.Add(t.Window)))
+	case store.StateReleased:
+		sql = resolveReleaseSQL
+	default:
+		_, err := store.ApplyResolve(store.Record{}, to, t)
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, sql, append(args, receiptArgs(t.ReceiptWithTime())...)...)
+	if err != nil {
+		return s.fail("resolve", err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	// Nothing moved: tell a missing record from one that does not block.
+	if _, err := s.Get(ctx, t.Key); err != nil {
+		return err
+	}
+	return store.ErrNotOwner
+}
+
+// Pending lists the blocking records (store.Blocking), oldest first.
+func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
+	q := `SELECT ` + recordColumns + ` FROM idemgate_records
+		WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease <= $1) AND expires_at > $1
+		ORDER BY created_at, key`
+	args := []any{micro(now)}
+	if limit > 0 {
+		q += " LIMIT $2"
+		args = append(args, limit)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.fail("list pending records in", err)
+	}
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		r, err := scanRecord(rows, nil)
+		if err != nil {
+			return nil, s.fail("list pending records in", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list pending records in", err)
+	}
+	return out, nil
+}
+
+// Pause stores p, replacing a pause of the same scope, and appends its receipt in
+// the same statement.
+func (s *Store) Pause(ctx context.Context, p store.Pause) error {
+	if err := p.Valid(); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `WITH p AS (
+		INSERT INTO idemgate_pauses (activity, effect, actor, reason, time) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (activity, effect) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, time = excluded.time
+		RETURNING 1)
+		`+receiptInsert+` SELECT $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM p`,
+		append([]any{p.Activity, p.Effect, p.Actor, p.Reason, micro(p.Time)}, receiptArgs(store.PauseReceipt(p, store.DecisionPaused))...)...)
+	if err != nil {
+		return s.fail("pause in", err)
+	}
+	return nil
+}
+
+// Resume removes the pause of p's scope and appends its receipt in the same
+// statement; store.ErrNotFound when it is not paused.
+func (s *Store) Resume(ctx context.Context, p store.Pause) error {
+	if err := p.Valid(); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `WITH d AS (
+		DELETE FROM idemgate_pauses WHERE activity = $1 AND effect = $2 RETURNING 1)
+		`+receiptInsert+` SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM d`,
+		append([]any{p.Activity, p.Effect}, receiptArgs(store.PauseReceipt(p, store.DecisionResumed))...)...)
+	if err != nil {
+		return s.fail("resume in", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// Pauses lists the pauses in force, oldest first.
+func (s *Store) Pauses(ctx context.Context) ([]store.Pause, error) {
+	rows, err := s.pool.Query(ctx, `SELECT activity, effect, actor, reason, time FROM idemgate_pauses ORDER BY time, activity, effect`)
+	if err != nil {
+		return nil, s.fail("list pauses in", err)
+	}
+	defer rows.Close()
+	var out []store.Pause
+	for rows.Next() {
+		var p store.Pause
+		if err := rows.Scan(&p.Activity, &p.Effect, &p.Actor, &p.Reason, &p.Time); err != nil {
+			return nil, s.fail("list pauses in", err)
+		}
+		p.Time = p.Time.UTC()
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list pauses in", err)
+	}
+	return out, nil
 }
 
 // Get returns the record for key, or store.ErrNotFound.
@@ -168,7 +298,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 
 // Append adds a receipt in its own statement.
 func (s *Store) Append(ctx context.Context, r store.Receipt) error {
-	_, err := s.pool.Exec(ctx, receiptInsert+` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`, receiptArgs(r)...)
+	_, err := s.pool.Exec(ctx, receiptInsert+` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, receiptArgs(r)...)
 	if err != nil {
 		return s.fail("append receipt to", err)
 	}
@@ -204,7 +334,7 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 		add("time <", micro(f.Until))
 	}
 	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
-		result_ref, error, actor, reason FROM idemgate_receipts`
+		result_ref, error, actor, reason, resolution FROM idemgate_receipts`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -225,7 +355,7 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 			d string
 		)
 		if err := rows.Scan(&r.ID, &r.Time, &r.Key, &r.Activity, &r.Effect, &d, &r.ArgsHash, &r.Call,
-			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason); err != nil {
+			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason, &r.Resolution); err != nil {
 			return nil, s.fail("list receipts in", err)
 		}
 		r.Time, r.Decision = r.Time.UTC(), store.Decision(d)

@@ -9,7 +9,7 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
@@ -151,6 +151,19 @@ var migrations = []string{
 			p_workflow_id, p_run_id, p_attempt, '', '', '', '');
 		o_rec := r;
 	END $$;`,
+
+	// 2: the resolution of a resolved receipt, the pauses (kill switches), and an
+	// index for Pending over the records that may block.
+	`ALTER TABLE idemgate_receipts ADD COLUMN resolution text NOT NULL DEFAULT '';
+	CREATE INDEX idemgate_records_open ON idemgate_records (created_at, key) WHERE state IN ('claimed', 'unknown');
+	CREATE TABLE idemgate_pauses (
+		activity text        NOT NULL,
+		effect   text        NOT NULL,
+		actor    text        NOT NULL,
+		reason   text        NOT NULL,
+		time     timestamptz NOT NULL,
+		PRIMARY KEY (activity, effect)
+	);`,
 }
 
 // migrate creates or upgrades the schema. Every opener takes the same advisory

@@ -61,10 +61,23 @@ var migrations = []string{
 	CREATE TRIGGER idemgate_receipts_no_replace BEFORE INSERT ON idemgate_receipts
 	WHEN NEW.id IS NOT NULL AND EXISTS (SELECT 1 FROM idemgate_receipts WHERE id = NEW.id)
 	BEGIN SELECT RAISE(ABORT, 'idemgate: receipts are append-only: REPLACE refused'); END;`,
+
+	// 2: the resolution of a resolved receipt, the pauses (kill switches), and an
+	// index for Pending over the records that may block.
+	`ALTER TABLE idemgate_receipts ADD COLUMN resolution TEXT NOT NULL DEFAULT '';
+	CREATE INDEX idemgate_records_open ON idemgate_records (created_at, key) WHERE state IN ('claimed', 'unknown');
+	CREATE TABLE idemgate_pauses (
+		activity TEXT    NOT NULL,
+		effect   TEXT    NOT NULL,
+		actor    TEXT    NOT NULL,
+		reason   TEXT    NOT NULL,
+		time     INTEGER NOT NULL,
+		PRIMARY KEY (activity, effect)
+	);`,
 }
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 func migrate(ctx context.Context, w *sql.DB) error {
 	// The write pool begins IMMEDIATE: concurrent openers in other processes wait
@@ -112,7 +125,13 @@ const upsertRecord = `INSERT INTO idemgate_records (` + recordColumns + `)
 	expires_at = excluded.expires_at`
 
 const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
-	result_ref, error, actor, reason`
+	result_ref, error, actor, reason, resolution`
 
 const insertReceipt = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
-	workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// selectPending is store.Blocking in SQL.
+const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
+	WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease <= ?) AND expires_at > ?
+	ORDER BY created_at, key`

@@ -283,7 +283,7 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 			d  string
 		)
 		if err := rows.Scan(&r.ID, &ts, &r.Key, &r.Activity, &r.Effect, &d, &r.ArgsHash, &r.Call,
-			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason); err != nil {
+			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason, &r.Resolution); err != nil {
 			return nil, s.fail("list receipts in", err)
 		}
 		r.Time, r.Decision = fromMicro(ts), store.Decision(d)
@@ -355,11 +355,122 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, r store.Record) error {
 
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error {
 	_, err := tx.StmtContext(ctx, s.insertReceipt).ExecContext(ctx, r.Time.UnixMicro(), r.Key, r.Activity, r.Effect,
-		string(r.Decision), r.ArgsHash, r.Call, r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason)
+		string(r.Decision), r.ArgsHash, r.Call, r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason,
+		r.Resolution)
 	return err
 }
 
-func scanRecord(row *sql.Row) (store.Record, bool, error) {
+// Pending lists the blocking records (store.Blocking), oldest first.
+func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
+	q, args := selectPending, []any{now.UnixMicro(), now.UnixMicro()}
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, s.fail("list pending records in", err)
+	}
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		r, _, err := scanRecord(rows)
+		if err != nil {
+			return nil, s.fail("list pending records in", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list pending records in", err)
+	}
+	return out, nil
+}
+
+// Resolve settles a blocking record (store.ApplyResolve) and appends the receipt
+// in the same commit.
+func (s *Store) Resolve(ctx context.Context, t store.Transition, to store.State) error {
+	t.Now = micro(t.Now)
+	return s.write(ctx, "resolve", func(tx *sql.Tx) error {
+		existing, found, err := scanRecord(tx.StmtContext(ctx, s.getW).QueryRowContext(ctx, t.Key))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return store.ErrNotFound
+		}
+		next, err := store.ApplyResolve(existing, to, t)
+		if err != nil {
+			return err
+		}
+		next.ExpiresAt = micro(next.ExpiresAt)
+		if err := s.put(ctx, tx, next); err != nil {
+			return err
+		}
+		return s.appendTx(ctx, tx, t.ReceiptWithTime())
+	})
+}
+
+// Pause stores p, replacing a pause of the same scope, with its receipt.
+func (s *Store) Pause(ctx context.Context, p store.Pause) error {
+	if err := p.Valid(); err != nil {
+		return err
+	}
+	return s.write(ctx, "pause in", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idemgate_pauses (activity, effect, actor, reason, time)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (activity, effect) DO UPDATE SET actor = excluded.actor,
+			reason = excluded.reason, time = excluded.time`, p.Activity, p.Effect, p.Actor, p.Reason, p.Time.UnixMicro()); err != nil {
+			return err
+		}
+		return s.appendTx(ctx, tx, store.PauseReceipt(p, store.DecisionPaused))
+	})
+}
+
+// Resume removes the pause of p's scope, with its receipt; store.ErrNotFound when
+// it is not paused.
+func (s *Store) Resume(ctx context.Context, p store.Pause) error {
+	if err := p.Valid(); err != nil {
+		return err
+	}
+	return s.write(ctx, "resume in", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM idemgate_pauses WHERE activity = ? AND effect = ?`, p.Activity, p.Effect)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return store.ErrNotFound
+		}
+		return s.appendTx(ctx, tx, store.PauseReceipt(p, store.DecisionResumed))
+	})
+}
+
+// Pauses lists the pauses in force, oldest first.
+func (s *Store) Pauses(ctx context.Context) ([]store.Pause, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT activity, effect, actor, reason, time FROM idemgate_pauses ORDER BY time, activity, effect`)
+	if err != nil {
+		return nil, s.fail("list pauses in", err)
+	}
+	defer rows.Close()
+	var out []store.Pause
+	for rows.Next() {
+		var (
+			p  store.Pause
+			ts int64
+		)
+		if err := rows.Scan(&p.Activity, &p.Effect, &p.Actor, &p.Reason, &ts); err != nil {
+			return nil, s.fail("list pauses in", err)
+		}
+		p.Time = fromMicro(ts)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list pauses in", err)
+	}
+	return out, nil
+}
+
+func scanRecord(row interface{ Scan(...any) error }) (store.Record, bool, error) {
 	var (
 		r                                store.Record
 		state                            string

@@ -14,6 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +47,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ReceiptsAppendOnly", testReceipts},
 		{"ReceiptFilters", testReceiptFilters},
 		{"ResultRoundTrip", testResultRoundTrip},
+		{"PendingListsBlockingRecords", testPending},
+		{"ResolveSentStoresResult", testResolveSent},
+		{"ResolveNotSentReleases", testResolveNotSent},
+		{"ResolveIsOwnerChecked", testResolveRefused},
+		{"PauseAndResume", testPauses},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -491,4 +499,281 @@ func decisions(rs []store.Receipt) []store.Decision {
 		out[i] = r.Decision
 	}
 	return out
+}
+
+// farBase is a clock origin of its own, years after t0: records other subtests and
+// earlier runs left in a shared database are expired there and do not block.
+func farBase() time.Time {
+	return t0.AddDate(10+rand.IntN(50000), 0, 0)
+}
+
+func ours(k *keys, rs []store.Record) []string {
+	var out []string
+	for _, r := range rs {
+		if strings.HasPrefix(r.Key, k.prefix) {
+			out = append(out, strings.TrimPrefix(r.Key, k.prefix+"/"))
+		}
+	}
+	return out
+}
+
+func testPending(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	base := farBase()
+	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Minute) }
+	// Created in this order; the lease of each is one minute after its claim.
+	mk := func(name string, i int) store.Claim {
+		c := claim(k.key(name), "o-"+name, "h1", at(i))
+		c.Lease = at(i + 1)
+		return c
+	}
+	begin(t, s, mk("unknown", 1), store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(k.key("unknown"), "o-unknown", at(1), store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, s, mk("lease-passed", 2), store.OutcomeClaimed)
+	begin(t, s, mk("completed", 3), store.OutcomeClaimed)
+	if err := s.Complete(ctx, tr(k.key("completed"), "o-completed", at(3), store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, s, mk("released", 4), store.OutcomeClaimed)
+	if err := s.Release(ctx, tr(k.key("released"), "o-released", at(4), store.DecisionReleased)); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, s, mk("unknown-2", 5), store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(k.key("unknown-2"), "o-unknown-2", at(5), store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	live := mk("live", 6)
+	live.Lease = at(60)
+	begin(t, s, live, store.OutcomeClaimed)
+
+	now := at(10)
+	rs, err := s.Pending(ctx, now, 0)
+	if err != nil {
+		t.Fatalf("Pending: %v", err)
+	}
+	if got := fmt.Sprint(ours(k, rs)); got != "[unknown lease-passed unknown-2]" {
+		t.Fatalf("Pending = %s, want the unknown and lease-passed records, oldest first; not the live, completed or released ones", got)
+	}
+	for _, r := range rs {
+		if strings.HasPrefix(r.Key, k.prefix) && (!bytes.Equal(r.Args, []byte(`{"amount":4200}`)) || r.Activity != "ChargeCard" || r.Owner == "") {
+			t.Fatalf("pending record lacks the withheld call: %+v", r)
+		}
+	}
+	if rs, err := s.Pending(ctx, now, 2); err != nil || fmt.Sprint(ours(k, rs)) != "[unknown lease-passed]" {
+		t.Fatalf("Pending(limit 2) = %v, %v; want the two oldest", ours(k, rs), err)
+	}
+	// Before its lease passes, a claim does not block; past the window, nothing does.
+	if rs, err := s.Pending(ctx, at(3).Add(-time.Second), 0); err != nil || fmt.Sprint(ours(k, rs)) != "[unknown unknown-2]" {
+		t.Fatalf("Pending before the lease passed = %v, %v; want only the abandoned records", ours(k, rs), err)
+	}
+	if rs, err := s.Pending(ctx, at(1).Add(window), 0); err != nil || fmt.Sprint(ours(k, rs)) != "[lease-passed unknown-2 live]" {
+		t.Fatalf("Pending as the first record expires = %v, %v; want it gone (and the live claim's lease passed)", ours(k, rs), err)
+	}
+}
+
+func resolveTr(key, owner string, now time.Time, resolution string) store.Transition {
+	t := tr(key, owner, now, store.DecisionResolved)
+	t.Receipt.Actor, t.Receipt.Reason, t.Receipt.Resolution = "alice", "checked the vendor dashboard", resolution
+	return t
+}
+
+func testResolveSent(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("sent")
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(key, "a", t0.Add(time.Second), store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, s, claim(key, "b", "h1", t0.Add(2*time.Second)), store.OutcomeUnknown)
+	done := t0.Add(time.Hour)
+	rt := resolveTr(key, "a", done, store.ResolvedSent)
+	rt.Result = []byte("resolved-result")
+	if err := s.Resolve(ctx, rt, store.StateCompleted); err != nil {
+		t.Fatalf("Resolve(sent): %v", err)
+	}
+	r := get(t, s, key)
+	if r.State != store.StateCompleted || string(r.Result) != "resolved-result" || !r.ExpiresAt.Equal(done.Add(window)) {
+		t.Fatalf("resolved record = state %q result %q expires %v", r.State, r.Result, r.ExpiresAt)
+	}
+	rec := begin(t, s, claim(key, "c", "h1", done.Add(time.Second)), store.OutcomeCompleted)
+	if string(rec.Result) != "resolved-result" {
+		t.Fatalf("next attempt got %q, want the resolved result", rec.Result)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key, Decision: store.DecisionResolved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Actor != "alice" || rs[0].Reason != "checked the vendor dashboard" ||
+		rs[0].Resolution != store.ResolvedSent || !rs[0].Time.Equal(done) {
+		t.Fatalf("resolved receipt = %+v", rs)
+	}
+}
+
+func testResolveNotSent(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("not-sent")
+	c := claim(key, "a", "h1", t0)
+	c.Lease = t0.Add(10 * time.Second)
+	begin(t, s, c, store.OutcomeClaimed)
+	// The owner never came back: its lease passed while it held the claim.
+	if err := s.Resolve(ctx, resolveTr(key, "a", t0.Add(11*time.Second), store.ResolvedNotSent), store.StateReleased); err != nil {
+		t.Fatalf("Resolve(not sent) after the lease: %v", err)
+	}
+	if r := get(t, s, key); r.State != store.StateReleased {
+		t.Fatalf("state after Resolve(not sent) = %q", r.State)
+	}
+	begin(t, s, claim(key, "b", "h1", t0.Add(12*time.Second)), store.OutcomeClaimed)
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(decisions(rs)); got != "[claimed resolved claimed]" || rs[1].Resolution != store.ResolvedNotSent {
+		t.Fatalf("receipts = %s (%+v)", got, rs)
+	}
+}
+
+func testResolveRefused(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	// A live claim: its attempt may still be running.
+	live := k.key("live")
+	c := claim(live, "a", "h1", t0)
+	c.Lease = t0.Add(time.Minute)
+	begin(t, s, c, store.OutcomeClaimed)
+	// A completed write.
+	done := k.key("completed")
+	begin(t, s, claim(done, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Complete(ctx, tr(done, "a", t0, store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	// Resolved once already.
+	twice := k.key("twice")
+	begin(t, s, claim(twice, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(twice, "a", t0, store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Resolve(ctx, resolveTr(twice, "a", t0.Add(time.Second), store.ResolvedNotSent), store.StateReleased); err != nil {
+		t.Fatal(err)
+	}
+	// Taken over since the operator read it: the owner changed.
+	moved := k.key("moved")
+	begin(t, s, claim(moved, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(moved, "a", t0, store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	over := claim(moved, "b", "h1", t0.Add(time.Second))
+	over.TakeOver = true
+	begin(t, s, over, store.OutcomeTakenOver)
+
+	now := t0.Add(30 * time.Second)
+	for _, tc := range []struct {
+		name, key, owner string
+		to               store.State
+	}{
+		{"live claim, sent", live, "a", store.StateCompleted},
+		{"live claim, not sent", live, "a", store.StateReleased},
+		{"completed", done, "a", store.StateCompleted},
+		{"completed, not sent", done, "a", store.StateReleased},
+		{"already resolved", twice, "a", store.StateCompleted},
+		{"owner changed", moved, "a", store.StateReleased},
+	} {
+		before := get(t, s, tc.key)
+		rt := resolveTr(tc.key, tc.owner, now, store.ResolvedSent)
+		rt.Result = []byte("x")
+		if err := s.Resolve(ctx, rt, tc.to); !errors.Is(err, store.ErrNotOwner) {
+			t.Fatalf("%s: Resolve = %v, want ErrNotOwner", tc.name, err)
+		}
+		if after := get(t, s, tc.key); after.State != before.State || after.Owner != before.Owner || !bytes.Equal(after.Result, before.Result) {
+			t.Fatalf("%s: a refused Resolve changed the record: %+v -> %+v", tc.name, before, after)
+		}
+	}
+	if err := s.Resolve(ctx, resolveTr(k.key("missing"), "a", now, store.ResolvedSent), store.StateCompleted); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Resolve of a missing key = %v, want ErrNotFound", err)
+	}
+	if err := s.Resolve(ctx, resolveTr(moved, "b", t0.Add(2*time.Hour), store.ResolvedSent), store.StateUnknown); err == nil {
+		t.Fatal("Resolve to StateUnknown succeeded; only completed or released are allowed")
+	}
+	for _, key := range []string{live, done, moved} {
+		rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key, Decision: store.DecisionResolved})
+		if err != nil || len(rs) != 0 {
+			t.Fatalf("%s: refused Resolve left receipts %+v (%v)", key, rs, err)
+		}
+	}
+	if rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: twice, Decision: store.DecisionResolved}); err != nil || len(rs) != 1 {
+		t.Fatalf("twice: %d resolved receipts (%v), want the first only", len(rs), err)
+	}
+}
+
+func ourPauses(t *testing.T, s store.Store, k *keys) []store.Pause {
+	t.Helper()
+	ps, err := s.Pauses(context.Background())
+	if err != nil {
+		t.Fatalf("Pauses: %v", err)
+	}
+	return slices.DeleteFunc(ps, func(p store.Pause) bool {
+		return !strings.HasPrefix(p.Activity, k.prefix) && !strings.HasPrefix(p.Effect, k.prefix)
+	})
+}
+
+func testPauses(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	// Names carry the prefix so that pauses of a shared database stay apart.
+	act, eff := k.key("ChargeCard"), k.key("destructive")
+	if ps := ourPauses(t, s, k); len(ps) != 0 {
+		t.Fatalf("new store has pauses %+v", ps)
+	}
+	for _, bad := range []store.Pause{{}, {Activity: act, Effect: eff}} {
+		if err := s.Pause(ctx, bad); err == nil {
+			t.Fatalf("Pause(%+v) succeeded; exactly one of Activity and Effect must be set", bad)
+		}
+	}
+	p1 := store.Pause{Activity: act, Actor: "alice", Reason: "vendor incident", Time: t0}
+	p2 := store.Pause{Effect: eff, Actor: "bob", Reason: "all destructive writes", Time: t0.Add(time.Minute)}
+	for _, p := range []store.Pause{p1, p2} {
+		if err := s.Pause(ctx, p); err != nil {
+			t.Fatalf("Pause(%s): %v", p.Scope(), err)
+		}
+	}
+	ps := ourPauses(t, s, k)
+	if len(ps) != 2 || ps[0] != p1 || ps[1] != p2 {
+		t.Fatalf("Pauses = %+v, want %+v then %+v", ps, p1, p2)
+	}
+	if !ps[0].Matches(act, "destructive") || ps[0].Matches("Other", "destructive") || !ps[1].Matches("Other", eff) {
+		t.Fatal("Pause.Matches disagrees with the scope")
+	}
+	// Pausing again replaces the pause of that scope.
+	p1b := p1
+	p1b.Reason, p1b.Time = "still down", t0.Add(2*time.Minute)
+	if err := s.Pause(ctx, p1b); err != nil {
+		t.Fatal(err)
+	}
+	if ps := ourPauses(t, s, k); len(ps) != 2 || ps[1] != p1b {
+		t.Fatalf("after re-pausing: %+v", ps)
+	}
+	if err := s.Resume(ctx, store.Pause{Activity: act, Actor: "carol", Reason: "fixed", Time: t0.Add(3 * time.Minute)}); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if ps := ourPauses(t, s, k); len(ps) != 1 || ps[0] != p2 {
+		t.Fatalf("after Resume: %+v", ps)
+	}
+	if err := s.Resume(ctx, store.Pause{Activity: act, Time: t0}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Resume of a scope not paused = %v, want ErrNotFound", err)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{Activity: act})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(decisions(rs)); got != "[paused paused resumed]" {
+		t.Fatalf("pause receipts = %s", got)
+	}
+	if r := rs[2]; r.Actor != "carol" || r.Reason != "fixed" || !r.Time.Equal(t0.Add(3*time.Minute)) {
+		t.Fatalf("resume receipt = %+v", r)
+	}
+	if err := s.Resume(ctx, store.Pause{Effect: eff, Actor: "bob", Reason: "done", Time: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if ps := ourPauses(t, s, k); len(ps) != 0 {
+		t.Fatalf("after resuming everything: %+v", ps)
+	}
 }

@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/store"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestReceipts(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		now := time.Now()
+		seed(t, st, "key-done-0001", "wf-a", now.Add(-2*time.Hour), now.Add(-time.Hour), "complete")
+		seed(t, st, "key-unknown-01", "wf-b", now.Add(-time.Minute), now.Add(time.Minute), "abandon")
+		biz := interceptor.BusinessKey("default", "ChargeCard", "order-4217/charge")
+		seed(t, st, biz, "wf-c", now.Add(-time.Minute), now.Add(time.Minute), "")
+
+		all := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--json"))
+		if len(all) != 5 {
+			t.Fatalf("%d receipts, want 5 (claimed+ran, claimed+unknown, claimed): %+v", len(all), all)
+		}
+		r := all[1]
+		if r.Key != "key-done-0001" || r.Decision != "ran" || r.Activity != "ChargeCard" || r.Effect != "destructive" ||
+			r.WorkflowID != "wf-a" || r.RunID != "run-wf-a" || r.Attempt != 1 || r.ArgsHash != "hash-key-done-0001" {
+			t.Fatalf("receipt = %+v", r)
+		}
+		if r := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--json", "--workflow", "wf-b")); len(r) != 2 || r[1].Error != "connection reset" {
+			t.Fatalf("--workflow wf-b: %+v", r)
+		}
+		if r := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--json", "--key", "key-unknown-01", "--decision", "unknown")); len(r) != 1 {
+			t.Fatalf("--key --decision: %+v", r)
+		}
+		if r := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--json", "--since", "30m")); len(r) != 3 {
+			t.Fatalf("--since 30m: %d receipts, want the 3 of the last minute", len(r))
+		}
+		if r := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--json", "--key", "order-4217/charge",
+			"--namespace", "default", "--activity", "ChargeCard")); len(r) != 1 || r[0].Key != biz {
+			t.Fatalf("business key: %+v", r)
+		}
+		limited := ok(t, "receipts", "--store", b.spec, "--limit", "2")
+		if !strings.Contains(limited.stderr, "showing the first 2 receipts") || strings.Count(limited.stdout, "\n") != 3 {
+			t.Fatalf("--limit 2: %s", limited)
+		}
+		table := ok(t, "receipts", "--store", b.spec, "--key", "key-unknown-01")
+		for _, want := range []string{"TIME", "DECISION", "key-unknown-01", "ChargeCard", "destructive", "wf-b/run-wf-b", "unknown", "connection reset"} {
+			if !strings.Contains(table.stdout, want) {
+				t.Fatalf("table lacks %q:\n%s", want, table)
+			}
+		}
+		if r := idem(t, "receipts", "--store", b.spec, "--decision", "exploded"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown decision") {
+			t.Fatalf("bad --decision: %s", r)
+		}
+		if r := idem(t, "receipts", "--store", b.spec, "--namespace", "default", "--key", "x"); r.code != exitUsage || !strings.Contains(r.stderr, "--activity") {
+			t.Fatalf("--namespace without --activity: %s", r)
+		}
+	})
+}
+
+func TestPendingAndResolve(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		ctx := context.Background()
+		now := time.Now()
+		seed(t, st, "key-unknown-01", "wf-1", now.Add(-10*time.Minute), now.Add(time.Hour), "abandon")
+		seed(t, st, "key-lease-gone", "wf-2", now.Add(-5*time.Minute), now.Add(-4*time.Minute), "")
+		seed(t, st, "key-live-claim", "wf-3", now.Add(-time.Minute), now.Add(time.Hour), "")
+		seed(t, st, "key-completed1", "wf-4", now.Add(-time.Minute), now.Add(time.Hour), "complete")
+
+		pending := decodeJSON[[]recordJSON](t, ok(t, "pending", "--store", b.spec, "--json"))
+		if len(pending) != 2 || pending[0].Key != "key-unknown-01" || pending[1].Key != "key-lease-gone" {
+			t.Fatalf("pending = %+v, want the unknown then the lease-passed claim", pending)
+		}
+		var args bytes.Buffer
+		if err := json.Compact(&args, pending[0].Args); err != nil {
+			t.Fatal(err)
+		}
+		if p := pending[0]; p.State != "unknown" || args.String() != string(testArgs) || p.Call != "ChargeCard("+string(testArgs)+")" || p.WorkflowID != "wf-1" {
+			t.Fatalf("pending record = %+v", p)
+		}
+		table := ok(t, "pending", "--store", b.spec)
+		for _, want := range []string{"key-unknown-01", "key-lease-gone", "claimed, lease passed", `ChargeCard([{"amount":4200`, "idemgate resolve KEY"} {
+			if !strings.Contains(table.stdout, want) {
+				t.Fatalf("pending table lacks %q:\n%s", want, table)
+			}
+		}
+		if strings.Contains(table.stdout, "key-live-claim") || strings.Contains(table.stdout, "key-completed1") {
+			t.Fatalf("pending lists a live or completed claim:\n%s", table)
+		}
+
+		// --sent with a result: stored as the gate stores results.
+		resFile := writeFile(t, "result.json", "{\n  \"id\": \"ch_by_hand\",\n  \"amount\": 4200\n}\n")
+		out := decodeJSON[map[string]any](t, ok(t, "resolve", "key-unknown-01", "--store", b.spec, "--sent", "--result", resFile,
+			"--reason", "Stripe dashboard shows ch_by_hand", "--actor", "alice", "--json"))
+		if out["resolution"] != "sent" || out["state"] != "completed" || !strings.HasPrefix(out["result_ref"].(string), "sha256:") {
+			t.Fatalf("resolve --json = %v", out)
+		}
+		rec, err := st.Get(ctx, "key-unknown-01")
+		if err != nil || rec.State != store.StateCompleted {
+			t.Fatalf("after resolve --sent: %+v %v", rec, err)
+		}
+		var ps commonpb.Payloads
+		if err := proto.Unmarshal(rec.Result, &ps); err != nil || len(ps.Payloads) != 1 {
+			t.Fatalf("stored result is not one payload: %v (%d)", err, len(ps.Payloads))
+		}
+		p := ps.Payloads[0]
+		var got struct {
+			ID     string `json:"id"`
+			Amount int    `json:"amount"`
+		}
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &got); err != nil || got.ID != "ch_by_hand" || got.Amount != 4200 {
+			t.Fatalf("stored result decodes to %+v (%v)", got, err)
+		}
+		if enc := string(p.Metadata["encoding"]); enc != "json/plain" {
+			t.Fatalf("stored payload encoding %q, want json/plain as a fresh result", enc)
+		}
+
+		// --not-sent: released, the next attempt runs.
+		ok(t, "resolve", "--store", b.spec, "key-lease-gone", "--not-sent", "--reason", "no charge at the vendor", "--actor", "bob")
+		if rec, err := st.Get(ctx, "key-lease-gone"); err != nil || rec.State != store.StateReleased {
+			t.Fatalf("after resolve --not-sent: %+v %v", rec, err)
+		}
+		if r := decodeJSON[[]recordJSON](t, ok(t, "pending", "--store", b.spec, "--json")); len(r) != 0 {
+			t.Fatalf("pending after resolving both: %+v", r)
+		}
+		if r := ok(t, "pending", "--store", b.spec); !strings.Contains(r.stdout, "nothing pending") {
+			t.Fatalf("empty pending: %s", r)
+		}
+		resolved := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--decision", "resolved", "--json"))
+		if len(resolved) != 2 || resolved[0].Actor != "alice" || resolved[0].Resolution != "sent" ||
+			resolved[0].Reason != "Stripe dashboard shows ch_by_hand" || resolved[0].ResultRef != out["result_ref"] ||
+			resolved[1].Actor != "bob" || resolved[1].Resolution != "not-sent" || resolved[1].WorkflowID != "wf-2" {
+			t.Fatalf("resolved receipts = %+v", resolved)
+		}
+	})
+}
+
+// Bad input: a clear error naming what and the fix, a non-zero exit, and the store
+// exactly as it was.
+func TestResolveRefusesBadInput(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		now := time.Now()
+		keys := []string{"key-unknown-01", "key-live-claim", "key-completed1", "key-released01"}
+		seed(t, st, keys[0], "wf-1", now.Add(-time.Minute), now.Add(time.Hour), "abandon")
+		seed(t, st, keys[1], "wf-2", now.Add(-time.Minute), now.Add(time.Hour), "")
+		seed(t, st, keys[2], "wf-3", now.Add(-time.Minute), now.Add(time.Hour), "complete")
+		seed(t, st, keys[3], "wf-4", now.Add(-time.Minute), now.Add(time.Hour), "abandon")
+		ok(t, "resolve", keys[3], "--store", b.spec, "--not-sent", "--reason", "first resolution")
+		good := writeFile(t, "good.json", `"ch_1"`)
+		bad := writeFile(t, "bad.json", `ch_1 was charged`)
+		empty := writeFile(t, "empty.json", "  \n")
+		before := snap(t, st, keys...)
+
+		for _, tc := range []struct {
+			name string
+			args []string
+			code int
+			want []string
+		}{
+			{"unknown key", []string{"resolve", "no-such-key-000", "--not-sent", "--reason", "r"}, exitFail,
+				[]string{"no record for key no-such-key-000", "idemgate pending"}},
+			{"already resolved", []string{"resolve", keys[3], "--sent", "--result", good, "--reason", "r"}, exitFail,
+				[]string{"already released", "receipts --key " + keys[3]}},
+			{"completed", []string{"resolve", keys[2], "--not-sent", "--reason", "r"}, exitFail,
+				[]string{"already completed", "nothing to resolve"}},
+			{"live claim", []string{"resolve", keys[1], "--not-sent", "--reason", "r"}, exitFail,
+				[]string{"may still be running", "wait for the attempt"}},
+			{"no reason", []string{"resolve", keys[0], "--not-sent"}, exitUsage, []string{"--reason is required"}},
+			{"blank reason", []string{"resolve", keys[0], "--not-sent", "--reason", "  "}, exitUsage, []string{"--reason is required"}},
+			{"result not JSON", []string{"resolve", keys[0], "--sent", "--result", bad, "--reason", "r"}, exitUsage,
+				[]string{"not valid JSON", "a string needs quotes"}},
+			{"empty result", []string{"resolve", keys[0], "--sent", "--result", empty, "--reason", "r"}, exitUsage,
+				[]string{"is empty", "null"}},
+			{"missing result file", []string{"resolve", keys[0], "--sent", "--result", filepath.Join(t.TempDir(), "nope.json"), "--reason", "r"}, exitFail,
+				[]string{"read the result", "no such file"}},
+			{"sent without result", []string{"resolve", keys[0], "--sent", "--reason", "r"}, exitUsage, []string{"--sent needs --result"}},
+			{"both", []string{"resolve", keys[0], "--sent", "--not-sent", "--result", good, "--reason", "r"}, exitUsage, []string{"exactly one"}},
+			{"neither", []string{"resolve", keys[0], "--reason", "r"}, exitUsage, []string{"--sent", "--not-sent"}},
+			{"no key", []string{"resolve", "--not-sent", "--reason", "r"}, exitUsage, []string{"which key"}},
+			{"result with not-sent", []string{"resolve", keys[0], "--not-sent", "--result", good, "--reason", "r"}, exitUsage, []string{"--result goes with --sent"}},
+			{"unknown flag", []string{"resolve", keys[0], "--not-sent", "--reason", "r", "--force"}, exitUsage, []string{"flag provided but not defined: -force", "Usage: idemgate resolve"}},
+			{"pause read", []string{"pause", "--effect", "read"}, exitUsage, []string{"reads are never paused"}},
+			{"pause both", []string{"pause", "--effect", "destructive", "--activity", "ChargeCard"}, exitUsage, []string{"exactly one"}},
+			{"resume not paused", []string{"resume", "--activity", "ChargeCard"}, exitFail, []string{"activity ChargeCard is not paused", "idemgate pauses"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r := idem(t, append(tc.args, "--store", b.spec)...)
+				if r.code != tc.code {
+					t.Fatalf("exit %d, want %d\n%s", r.code, tc.code, r)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(r.stderr, w) {
+						t.Fatalf("stderr lacks %q\n%s", w, r)
+					}
+				}
+				if r.stdout != "" {
+					t.Fatalf("a refused command printed to stdout\n%s", r)
+				}
+				unchanged(t, before, st, keys...)
+			})
+		}
+	})
+}
+
+func TestCommandLineErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no command", nil, exitUsage, "Usage: idemgate COMMAND"},
+		{"unknown command", []string{"resovle", "k"}, exitUsage, `unknown command "resovle"`},
+		{"unknown flag", []string{"pending", "--all"}, exitUsage, "flag provided but not defined: -all"},
+		{"stray argument", []string{"pending", "now"}, exitUsage, `unexpected argument "now"`},
+		{"no sqlite file", []string{"pending", "--store", filepath.Join(t.TempDir(), "missing.db")}, exitFail, "no store at"},
+		{"sqlite dir missing", []string{"receipts", "--store", "/nonexistent-dir/idemgate.db"}, exitFail, "no store at"},
+		{"postgres unreachable", []string{"pending", "--store", "postgres://nobody@127.0.0.1:1/idemgate?connect_timeout=2"}, exitFail, "cannot reach PostgreSQL"},
+		{"census without names", []string{"census"}, exitUsage, "give the activity names"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := idem(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("want exit %d and %q\n%s", tc.code, tc.want, r)
+			}
+		})
+	}
+	// A missing default store is not created behind the operator's back.
+	dir := t.TempDir()
+	wd, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	t.Setenv("IDEMGATE_STORE", "")
+	if r := idem(t, "pending"); r.code != exitFail || !strings.Contains(r.stderr, `no store at "idemgate.db"`) {
+		t.Fatalf("default store missing: %s", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "idemgate.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the CLI created the default store: %v", err)
+	}
+	if r := idem(t, "help"); r.code != 0 || !strings.Contains(r.stderr, "resolve") {
+		t.Fatalf("help: %s", r)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		r := ok(t, "pause", "--store", b.spec, "--activity", "ChargeCard", "--reason", "card network incident", "--actor", "alice")
+		if !strings.Contains(r.stdout, "paused writes of activity ChargeCard") || !strings.Contains(r.stdout, "idemgate resume --activity ChargeCard") {
+			t.Fatalf("pause: %s", r)
+		}
+		ok(t, "pause", "--store", b.spec, "--effect", "idempotent-write", "--actor", "bob")
+		ps := decodeJSON[[]pauseJSON](t, ok(t, "pauses", "--store", b.spec, "--json"))
+		if len(ps) != 2 || ps[0].Activity != "ChargeCard" || ps[0].Actor != "alice" || ps[0].Reason != "card network incident" ||
+			ps[1].Effect != "idempotent-write" || ps[1].Actor != "bob" {
+			t.Fatalf("pauses = %+v", ps)
+		}
+		if r := ok(t, "pauses", "--store", b.spec); !strings.Contains(r.stdout, "activity ChargeCard") || !strings.Contains(r.stdout, "effect idempotent-write") {
+			t.Fatalf("pauses table: %s", r)
+		}
+		if r := ok(t, "pause", "--store", b.spec, "--activity", "GetBalance", "--actor", "x"); !strings.Contains(r.stderr, "reads are never paused") {
+			t.Fatalf("pausing a read warns: %s", r)
+		}
+		ok(t, "resume", "--store", b.spec, "--activity", "GetBalance")
+		ok(t, "resume", "--store", b.spec, "--activity", "ChargeCard", "--reason", "incident closed", "--actor", "carol")
+		ok(t, "resume", "--store", b.spec, "--effect", "idempotent-write")
+		if r := ok(t, "pauses", "--store", b.spec); !strings.Contains(r.stdout, "nothing is paused") {
+			t.Fatalf("after resume: %s", r)
+		}
+		rs := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--activity", "ChargeCard", "--json"))
+		if len(rs) != 2 || rs[0].Decision != "paused" || rs[1].Decision != "resumed" || rs[1].Actor != "carol" || rs[1].Reason != "incident closed" {
+			t.Fatalf("pause receipts = %+v", rs)
+		}
+	})
+}
+
+func TestCensus(t *testing.T) {
+	r := ok(t, "census", "ChargeCard", "GetBalance", "crm.contacts.create", "Frobnicate", "ChargeCard")
+	for _, want := range []string{"ChargeCard", "destructive", "charge", "Frobnicate", "needs review", "effects: read=1 idempotent-write=1 destructive=2"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("census lacks %q: %s", want, r)
+		}
+	}
+	c := decodeJSON[censusJSON](t, ok(t, "census", "--json", "GetBalance", "Frobnicate"))
+	if c.Read != 1 || c.Destructive != 1 || len(c.Review) != 1 || c.Review[0] != "Frobnicate" || len(c.Activities) != 2 || !c.Activities[1].Review {
+		t.Fatalf("census --json = %+v", c)
+	}
+	if r := idem(t, "census", "--strict", "GetBalance", "Frobnicate"); r.code != exitFail || !strings.Contains(r.stderr, "need review: Frobnicate") {
+		t.Fatalf("--strict with a name to review: %s", r)
+	}
+	ok(t, "census", "--strict", "GetBalance", "SendInvoice")
+}
+
+func TestSweep(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		ctx := context.Background()
+		old := time.Now().Add(-48 * time.Hour)
+		for _, k := range []string{"key-expired-01", "key-expired-02", "key-expired-03"} {
+			seed(t, st, k, "wf-old", old, old.Add(time.Minute), "complete")
+		}
+		seed(t, st, "key-fresh-0001", "wf-new", time.Now(), time.Now().Add(time.Minute), "complete")
+		out := decodeJSON[map[string]any](t, ok(t, "sweep", "--store", b.spec, "--limit", "2", "--json"))
+		if out["removed"] != float64(2) {
+			t.Fatalf("sweep --limit 2 = %v", out)
+		}
+		if r := ok(t, "sweep", "--store", b.spec); !strings.Contains(r.stdout, "removed 1 expired record") {
+			t.Fatalf("second sweep: %s", r)
+		}
+		for _, k := range []string{"key-expired-01", "key-expired-02", "key-expired-03"} {
+			if _, err := st.Get(ctx, k); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s after sweeping: %v", k, err)
+			}
+		}
+		if _, err := st.Get(ctx, "key-fresh-0001"); err != nil {
+			t.Fatalf("sweep removed a live record: %v", err)
+		}
+		if rs, _ := st.Receipts(ctx, store.ReceiptFilter{Key: "key-expired-01"}); len(rs) != 2 {
+			t.Fatalf("receipts of a swept key: %d, want them kept", len(rs))
+		}
+	})
+}

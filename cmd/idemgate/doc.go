@@ -1,0 +1,61 @@
+// Command idemgate is the operator's side of idemgate: it reads and settles the
+// claim store the workers share.
+//
+// When the gate refuses a destructive write because it cannot tell whether the
+// first attempt reached the vendor, a person decides: look at what is pending,
+// check with the vendor, and resolve the key one way or the other.
+//
+// # Usage
+//
+//	idemgate COMMAND [flags]
+//
+//	idemgate receipts [--key K [--namespace NS --activity NAME]] [--workflow ID] [--activity NAME]
+//	                  [--since DURATION] [--decision D] [--limit N]
+//	idemgate pending  [--limit N]
+//	idemgate resolve  KEY --sent --result FILE|- --reason WHY [--actor WHO]
+//	idemgate resolve  KEY --not-sent --reason WHY [--actor WHO]
+//	idemgate pause    --activity NAME | --effect destructive|idempotent-write [--reason WHY] [--actor WHO]
+//	idemgate resume   --activity NAME | --effect destructive|idempotent-write [--reason WHY] [--actor WHO]
+//	idemgate pauses
+//	idemgate census   [--strict] NAME...
+//	idemgate sweep    [--limit N]
+//
+// Every command that reads the store takes --store: a SQLite file path or a
+// PostgreSQL DSN (postgres://…). It defaults to $IDEMGATE_STORE, else the file the
+// worker uses by default (idemgate.db in the working directory). A SQLite file that
+// does not exist is an error, not a new empty store. Every command takes --json for
+// scripts; otherwise it prints a table.
+//
+// # Commands
+//
+// receipts lists the append-only receipts, oldest first: time, key, activity,
+// effect, workflow/run, attempt, decision, args hash, result reference, error (and
+// who resolved or paused, and why). --key with --namespace and --activity takes the
+// business key given to interceptor.WithKey. --since 1h shows the last hour.
+//
+// pending lists every claim whose outcome is unknown and that blocks its key (state
+// unknown, or claimed with its lease passed), oldest first, with the exact withheld
+// call.
+//
+// resolve settles one pending key, owner-checked: it reads the record and moves it
+// only if nobody touched it since. --sent says the write happened: the result file
+// (the activity's result as JSON, "-" for standard input, `null` for an activity
+// that returns only an error) is stored the way the gate stores results, and the
+// next attempt returns it without running. --not-sent says it did not: the claim is
+// released and the next attempt runs the write once more. --reason is required; the
+// receipt records who (--actor, default the OS user) and why.
+//
+// pause and resume keep a kill switch in the store: every worker refuses the paused
+// writes (WriteGated, retryable) within interceptor.Options.PauseRefresh (2 s by
+// default), without a restart, and says who paused, when and why. Reads are never
+// paused. pauses lists the pauses in force.
+//
+// census classifies activity names as the gate does and flags names with no known
+// verb; --strict exits 1 when any name needs review.
+//
+// sweep removes the records past their window once and reports how many.
+//
+// # Exit codes
+//
+// 0 success; 1 the operation failed or was refused (nothing changed); 2 bad usage.
+package main
