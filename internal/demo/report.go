@@ -124,6 +124,7 @@ func (r Report) WriteTables(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "\nSome counts are NOT as expected (see FAILED lines above).")
 	}
+	fmt.Fprintf(w, "Look around: go run ./cmd/idemgate receipts --store %s\n", r.Store)
 }
 
 // WriteJSON prints the report as JSON.
