@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/internal/canon"
+	"github.com/idemgate/idemgate/internal/faultpoint"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -108,6 +109,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		Owner: c.owner, Lease: lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: info.Attempt, Now: c.now,
 	}
+	faultpoint.Hit(faultpoint.BeforeClaim)
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
 	if err == nil && outcome == store.OutcomeUnknown {
 		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
@@ -121,6 +123,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 	switch outcome {
 	case store.OutcomeClaimed, store.OutcomeTakenOver:
+		faultpoint.Hit(faultpoint.AfterClaim)
 		return c.run(a.Next, in, rec, outcome == store.OutcomeTakenOver)
 	case store.OutcomeCompleted:
 		return c.replay(rec)
@@ -183,6 +186,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	}()
 	res, err = next.ExecuteActivity(attempt.NewContext(c.ctx, st), in)
 	finished = true
+	faultpoint.Hit(faultpoint.AfterAnswer)
 	if err != nil {
 		obs := st.Observations()
 		if definite(err, obs) {
@@ -228,6 +232,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 		// No receipt, no success: the write happened but is not on record.
 		return nil, c.storeDown("store the result of", err)
 	}
+	faultpoint.Hit(faultpoint.AfterStore)
 	c.signal(store.DecisionRan, nil)
 	return res, nil
 }
