@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	trials   = flag.Int("trials", 2, "trials per cell of the fault matrix (the documented report uses 20: go run ./internal/cmd/faultreport)")
+	trials   = flag.Int("trials", 3, "trials per cell of the fault matrix (the documented report uses 20: go run ./internal/cmd/faultreport)")
 	parallel = flag.Int("parallel", 8, "trials run at once")
 )
 

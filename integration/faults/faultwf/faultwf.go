@@ -5,12 +5,16 @@ package faultwf
 
 import (
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemgate/idemgate/activities"
 )
 
 // JobInput is one tool call.
@@ -65,7 +69,12 @@ func Sequence(ctx workflow.Context, in SequenceInput) (int, error) {
 		}
 		var f workflow.Future
 		if in.Local {
-			f = workflow.ExecuteLocalActivity(lctx, in.Tool, args)
+			// A local activity gets its arguments as Go values, not decoded from a payload.
+			arg, err := Typed(in.Tool, args)
+			if err != nil {
+				return i, err
+			}
+			f = workflow.ExecuteLocalActivity(lctx, in.Tool, arg)
 		} else {
 			f = workflow.ExecuteActivity(actx, in.Tool, args)
 		}
@@ -74,6 +83,33 @@ func Sequence(ctx workflow.Context, in SequenceInput) (int, error) {
 		}
 	}
 	return in.N, nil
+}
+
+// Typed converts args to the input type of the named tool of package activities.
+func Typed(tool string, args map[string]any) (any, error) {
+	var p any
+	switch tool {
+	case "GetCustomer":
+		p = &activities.GetCustomerInput{}
+	case "UpsertContact":
+		p = &activities.UpsertContactInput{}
+	case "SendEmail":
+		p = &activities.SendEmailInput{}
+	case "CreateTicket":
+		p = &activities.CreateTicketInput{}
+	case "ChargeCard":
+		p = &activities.ChargeCardInput{}
+	default:
+		return nil, fmt.Errorf("faultwf: no input type for %q", tool)
+	}
+	b, err := json.Marshal(args)
+	if err == nil {
+		err = json.Unmarshal(b, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return reflect.ValueOf(p).Elem().Interface(), nil
 }
 
 // Fill replaces every "%d" in s with i.
