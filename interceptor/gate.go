@@ -178,13 +178,19 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	// Retry: an earlier attempt may have reached the vendor with this key (only a
 	// takeover says so; a re-claim after a release follows attempts that reached nobody).
 	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver}
+	actx := c.ctx
+	if hb := c.info.HeartbeatTimeout; hb > 0 && !c.info.IsLocalActivity {
+		var stop func()
+		actx, stop = withHeartbeatWatchdog(actx, hb)
+		defer stop()
+	}
 	finished := false
 	defer func() {
 		if !finished { // a panic: the outcome is unknown; keep the claim and let the panic go on.
 			c.abandon(errors.New("the activity panicked"), store.DecisionUnknown)
 		}
 	}()
-	res, err = next.ExecuteActivity(attempt.NewContext(c.ctx, st), in)
+	res, err = next.ExecuteActivity(attempt.NewContext(actx, st), in)
 	finished = true
 	faultpoint.Hit(faultpoint.AfterAnswer)
 	if err != nil {
