@@ -55,13 +55,20 @@ type SequenceInput struct {
 	ArgsTemplate map[string]string `json:"args_template"`
 	N            int               `json:"n"`
 	Local        bool              `json:"local"`
+	// Timeout is each attempt's start-to-close timeout. Optional: 0 means 30 s.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Sequence runs in.N calls of in.Tool one after the other, as regular or local activities.
 func Sequence(ctx workflow.Context, in SequenceInput) (int, error) {
-	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: 3}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+	timeout := in.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	// Retried until the workflow times out: a store outage fails writes closed, retryable.
+	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: time.Second}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: retry})
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: retry})
 	for i := range in.N {
 		args := make(map[string]any, len(in.ArgsTemplate))
 		for k, v := range in.ArgsTemplate {
