@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -34,15 +35,17 @@ type PriceOptions struct {
 	Client              client.Client
 	// Bin is the worker binary built without faults (BuildWorker(ctx, dir, false)).
 	Bin string
-	// Stores are the gated configurations: name → store spec ("sqlite" → a file in Dir).
+	// Stores are the gated configurations, each a name and a store spec.
 	Stores []PriceStore
-	Dir    string
 	// N is the activities per workflow. Optional: 0 means 200.
 	N int
 	// Rounds of side-by-side runs; medians are reported. Optional: 0 means 5.
 	Rounds int
 	// Progress is called with a line per finished run. Optional.
 	Progress func(string)
+	// ProfileDir, when set, receives a CPU profile of each worker process
+	// (<configuration>.pprof), written when Price stops them.
+	ProfileDir string
 }
 
 // PriceStore is one gated configuration.
@@ -91,6 +94,9 @@ func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
 			Bare: i == 0, Sticky: true}
 		if i > 0 {
 			spec.Store = o.Stores[i-1].Spec
+		}
+		if o.ProfileDir != "" {
+			spec.CPUProfile = filepath.Join(o.ProfileDir, c.name+".pprof")
 		}
 		if c.proc, err = StartWorker(spec); err != nil {
 			return nil, err

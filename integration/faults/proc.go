@@ -61,6 +61,8 @@ type WorkerSpec struct {
 	// Sticky keeps the sticky cache (the default off makes a restarted worker take
 	// the workflow at once instead of after the sticky timeout).
 	Sticky bool
+	// CPUProfile, when set, is where the process writes its CPU profile when stopped.
+	CPUProfile string
 }
 
 // StartWorker starts a worker process.
@@ -70,6 +72,9 @@ func StartWorker(s WorkerSpec) (*Proc, error) {
 		"--store", s.Store, "--gate=" + strconv.FormatBool(!s.Bare), "--sticky=" + strconv.FormatBool(s.Sticky),
 		"--docs-url", w.Docs.URL, "--crm-url", w.CRM.URL, "--tickets-url", w.Tickets.URL,
 		"--payments-url", w.Payments.URL, "--email-url", w.Email.URL, "--chat-url", w.Chat.URL}
+	if s.CPUProfile != "" {
+		args = append(args, "--cpuprofile", s.CPUProfile)
+	}
 	p := &Proc{lines: make(chan string, 64), done: make(chan struct{})}
 	p.cmd = exec.Command(s.Bin, args...)
 	env := make([]string, 0, len(os.Environ())+1)

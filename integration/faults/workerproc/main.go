@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -43,6 +44,7 @@ func run() int {
 	gate := flag.Bool("gate", true, "run the idemgate interceptor (false: the bare worker the price is measured against)")
 	sticky := flag.Bool("sticky", true, "keep workflows in the sticky cache (false: a restarted worker picks them up at once)")
 	verbose := flag.Bool("v", false, "log the SDK's and the gate's lines to stderr")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	var ep activities.Endpoints
 	flag.StringVar(&ep.Docs, "docs-url", "", "")
 	flag.StringVar(&ep.CRM, "crm-url", "", "")
@@ -60,6 +62,16 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail("%v", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	go func() {

@@ -48,6 +48,7 @@ func run(ctx context.Context) int {
 	price := flag.Bool("price", true, "run the price measurement")
 	n := flag.Int("n", 200, "activities per workflow in the price measurement")
 	rounds := flag.Int("rounds", 5, "side-by-side rounds of the price measurement")
+	profile := flag.String("cpuprofile", "", "directory for CPU profiles of the price run's worker processes (bare.pprof, sqlite.pprof, postgres.pprof)")
 	stores := flag.String("stores", "sqlite,postgres", "stores to run on (PostgreSQL needs IDEMGATE_POSTGRES_DSN)")
 	flag.Parse()
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "faultreport: "+format+"\n", args...) }
@@ -151,8 +152,8 @@ func run(ctx context.Context) int {
 			say("%v", err)
 			return 1
 		}
-		o := faults.PriceOptions{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, Dir: dir, N: *n, Rounds: *rounds,
-			Progress: func(s string) { say("%s", s) }}
+		o := faults.PriceOptions{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, N: *n, Rounds: *rounds,
+			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile}
 		for _, s := range st {
 			spec := filepath.Join(dir, "price.db")
 			if s == "postgres" {
