@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/internal/canon"
+	"github.com/idemgate/idemgate/internal/faultpoint"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -111,6 +112,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		Owner: c.owner, Lease: lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: info.Attempt, Now: c.now,
 	}
+	faultpoint.Hit(faultpoint.BeforeClaim)
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
 	if err == nil && outcome == store.OutcomeUnknown {
 		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
@@ -124,6 +126,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 	switch outcome {
 	case store.OutcomeClaimed, store.OutcomeTakenOver:
+		faultpoint.Hit(faultpoint.AfterClaim)
 		return c.run(a.Next, in, rec, outcome == store.OutcomeTakenOver)
 	case store.OutcomeCompleted:
 		return c.replay(rec)
@@ -178,14 +181,21 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	// Retry: an earlier attempt may have reached the vendor with this key (only a
 	// takeover says so; a re-claim after a release follows attempts that reached nobody).
 	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver}
+	actx := c.ctx
+	if hb := c.info.HeartbeatTimeout; hb > 0 && !c.info.IsLocalActivity {
+		var stop func()
+		actx, stop = withHeartbeatWatchdog(actx, hb)
+		defer stop()
+	}
 	finished := false
 	defer func() {
 		if !finished { // a panic: the outcome is unknown; keep the claim and let the panic go on.
 			c.abandon(errors.New("the activity panicked"), store.DecisionUnknown)
 		}
 	}()
-	res, err = next.ExecuteActivity(attempt.NewContext(c.ctx, st), in)
+	res, err = next.ExecuteActivity(attempt.NewContext(actx, st), in)
 	finished = true
+	faultpoint.Hit(faultpoint.AfterAnswer)
 	if err != nil {
 		obs := st.Observations()
 		if definite(err, obs) {
@@ -227,6 +237,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 		// No receipt, no success: the write happened but is not on record.
 		return nil, c.storeDown("store the result of", err)
 	}
+	faultpoint.Hit(faultpoint.AfterStore)
 	c.signal(store.DecisionRan, nil)
 	return res, nil
 }

@@ -1,0 +1,77 @@
+package faults_test
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/idemgate/idemgate/integration/faults"
+)
+
+var (
+	trials   = flag.Int("trials", 3, "trials per cell of the fault matrix (the documented report uses 20: go run ./internal/cmd/faultreport)")
+	parallel = flag.Int("parallel", 8, "trials run at once")
+)
+
+var server *temporaltest.TestServer
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	server = temporaltest.NewServer(temporaltest.WithBaseClientOptions(client.Options{Logger: quiet}))
+	code := m.Run()
+	server.Stop()
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildDir  string
+)
+
+// workerBin builds the worker process with the kill seam once per test run.
+func workerBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "idemgate-faults-bin")
+		if buildErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		binPath, buildErr = faults.BuildWorker(ctx, buildDir, true)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// postgresDSN returns the test server's DSN, or skips (t.Fatal when CI=true).
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	d := os.Getenv("IDEMGATE_POSTGRES_DSN")
+	if d == "" {
+		msg := "IDEMGATE_POSTGRES_DSN is not set: run the PostgreSQL cells with scripts/with-postgres.sh go test ./integration/faults/"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + " (CI=true: refusing to skip)")
+		}
+		t.Skip(msg)
+	}
+	return d
+}
+
+func env(t *testing.T) *faults.Env {
+	return &faults.Env{HostPort: server.GetFrontendHostPort(), Namespace: server.GetDefaultNamespace(),
+		Client: server.GetDefaultClient(), Bin: workerBin(t), Dir: t.TempDir()}
+}

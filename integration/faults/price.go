@@ -1,0 +1,232 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+
+	"github.com/idemgate/idemgate/integration/faults/faultwf"
+	"github.com/idemgate/idemgate/vendorsim"
+)
+
+// PriceClass is one kind of activity the price is measured on.
+type PriceClass struct {
+	Effect, Tool string
+	Args         map[string]string // "%d" is the call's index
+}
+
+// PriceClasses are a read, an idempotent write and a destructive write, each through
+// idemhttp to a vendor simulator, each call distinct.
+var PriceClasses = []PriceClass{
+	{"read", "GetCustomer", map[string]string{"customer_id": "cus_%d"}},
+	{"idempotent-write", "UpsertContact", map[string]string{"email": "p%d-RUN@example.com", "name": "Price %d"}},
+	{"destructive", "SendEmail", map[string]string{"to": "p%d-RUN@example.com", "subject": "price %d", "body": "b"}},
+}
+
+// PriceOptions configures Price.
+type PriceOptions struct {
+	HostPort, Namespace string
+	Client              client.Client
+	// Bin is the worker binary built without faults (BuildWorker(ctx, dir, false)).
+	Bin string
+	// Stores are the gated configurations, each a name and a store spec.
+	Stores []PriceStore
+	// N is the activities per workflow. Optional: 0 means 200.
+	N int
+	// Rounds of side-by-side runs; medians are reported. Optional: 0 means 5.
+	Rounds int
+	// Progress is called with a line per finished run. Optional.
+	Progress func(string)
+	// ProfileDir, when set, receives a CPU profile of each worker process
+	// (<configuration>.pprof), written when Price stops them.
+	ProfileDir string
+}
+
+// PriceStore is one gated configuration.
+type PriceStore struct{ Name, Spec string }
+
+// PriceRow is one class × regular/local × store, against the bare worker.
+type PriceRow struct {
+	Effect, Tool, Store string
+	Local               bool
+	// Per activity, medians over the rounds.
+	BareWall, GateWall, BareCPU, GateCPU time.Duration
+	// Medians of the per-round ratios gate/bare.
+	WallRatio, CPURatio float64
+}
+
+type sample struct{ wall, cpu time.Duration }
+
+// Price runs, side by side in rounds on one server, a workflow of N sequential
+// activities of each class, regular and local, on a bare worker process (no
+// interceptor) and on a gated one per store, and returns the per-activity wall time
+// and worker CPU (the worker process's getrusage) with their ratios.
+func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
+	if o.N == 0 {
+		o.N = 200
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 5
+	}
+	world, err := vendorsim.Start()
+	if err != nil {
+		return nil, err
+	}
+	defer world.Close()
+	type cfg struct {
+		name string
+		proc *Proc
+		q    string
+	}
+	cfgs := []*cfg{{name: "bare"}}
+	for _, s := range o.Stores {
+		cfgs = append(cfgs, &cfg{name: s.Name})
+	}
+	for i, c := range cfgs {
+		c.q = "price-" + c.name + "-" + uuid.NewString()[:8]
+		spec := WorkerSpec{Bin: o.Bin, HostPort: o.HostPort, Namespace: o.Namespace, Queue: c.q, World: world,
+			Bare: i == 0, Sticky: true}
+		if i > 0 {
+			spec.Store = o.Stores[i-1].Spec
+		}
+		if o.ProfileDir != "" {
+			spec.CPUProfile = filepath.Join(o.ProfileDir, c.name+".pprof")
+		}
+		if c.proc, err = StartWorker(spec); err != nil {
+			return nil, err
+		}
+		defer c.proc.Stop()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := c.proc.WaitReady(rctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	runOne := func(c *cfg, pc PriceClass, local bool, n int) (sample, error) {
+		args := map[string]string{}
+		tag := uuid.NewString()[:8]
+		for k, v := range pc.Args {
+			args[k] = strings.ReplaceAll(v, "RUN", tag)
+		}
+		before, err := c.proc.CPU(ctx)
+		if err != nil {
+			return sample{}, err
+		}
+		start := time.Now()
+		run, err := o.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "price-" + c.name + "-" + tag, TaskQueue: c.q,
+			WorkflowExecutionTimeout: 10 * time.Minute}, faultwf.Sequence,
+			faultwf.SequenceInput{Tool: pc.Tool, ArgsTemplate: args, N: n, Local: local})
+		if err != nil {
+			return sample{}, err
+		}
+		var done int
+		if err := run.Get(ctx, &done); err != nil {
+			return sample{}, fmt.Errorf("%s %s on %s: %w", pc.Tool, kind(local), c.name, err)
+		}
+		wall := time.Since(start)
+		after, err := c.proc.CPU(ctx)
+		if err != nil {
+			return sample{}, err
+		}
+		return sample{wall / time.Duration(n), (after - before) / time.Duration(n)}, nil
+	}
+	// Warm every worker up (connections, caches, JIT-free but page-faulting Go).
+	for _, c := range cfgs {
+		for _, pc := range PriceClasses {
+			for _, local := range []bool{false, true} {
+				if _, err := runOne(c, pc, local, 20); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	type cellKey struct {
+		class int
+		local bool
+		cfg   int
+	}
+	samples := map[cellKey][]sample{}
+	for r := range o.Rounds {
+		for ci, pc := range PriceClasses {
+			for _, local := range []bool{false, true} {
+				// Rotate the order each round so no configuration always runs first.
+				for k := range cfgs {
+					i := (k + r) % len(cfgs)
+					s, err := runOne(cfgs[i], pc, local, o.N)
+					if err != nil {
+						return nil, err
+					}
+					key := cellKey{ci, local, i}
+					samples[key] = append(samples[key], s)
+					if o.Progress != nil {
+						o.Progress(fmt.Sprintf("round %d %s %s %s: %v wall, %v CPU per activity", r+1, pc.Tool, kind(local),
+							cfgs[i].name, s.wall.Round(time.Microsecond), s.cpu.Round(time.Microsecond)))
+					}
+				}
+			}
+		}
+	}
+	var rows []PriceRow
+	for ci, pc := range PriceClasses {
+		for _, local := range []bool{false, true} {
+			bare := samples[cellKey{ci, local, 0}]
+			for i := 1; i < len(cfgs); i++ {
+				gate := samples[cellKey{ci, local, i}]
+				row := PriceRow{Effect: pc.Effect, Tool: pc.Tool, Store: cfgs[i].name, Local: local}
+				var bw, gw, bc, gc []time.Duration
+				var wr, cr []float64
+				for r := range bare {
+					bw, gw = append(bw, bare[r].wall), append(gw, gate[r].wall)
+					bc, gc = append(bc, bare[r].cpu), append(gc, gate[r].cpu)
+					wr = append(wr, float64(gate[r].wall)/float64(bare[r].wall))
+					cr = append(cr, float64(gate[r].cpu)/float64(bare[r].cpu))
+				}
+				row.BareWall, row.GateWall, row.BareCPU, row.GateCPU = median(bw), median(gw), median(bc), median(gc)
+				row.WallRatio, row.CPURatio = median(wr), median(cr)
+				rows = append(rows, row)
+			}
+		}
+	}
+	return rows, nil
+}
+
+func kind(local bool) string {
+	if local {
+		return "local"
+	}
+	return "regular"
+}
+
+func median[T int64 | float64 | time.Duration](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// PriceMarkdown prints the price rows as a table.
+func PriceMarkdown(rows []PriceRow, n, rounds int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Per activity, medians of %d rounds of %d sequential activities; ratios are medians of the per-round gate/bare ratios.\n\n", rounds, n)
+	b.WriteString("| effect (tool) | activity | store | wall bare | wall gated | wall ratio | worker CPU bare | worker CPU gated | CPU ratio | CPU added |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %v | %v | %.3f× | %v | %v | %.3f× | %+v |\n", r.Effect, r.Tool, kind(r.Local), r.Store,
+			r.BareWall.Round(time.Microsecond), r.GateWall.Round(time.Microsecond), r.WallRatio,
+			r.BareCPU.Round(time.Microsecond), r.GateCPU.Round(time.Microsecond), r.CPURatio,
+			(r.GateCPU - r.BareCPU).Round(time.Microsecond))
+	}
+	return b.String()
+}

@@ -1,0 +1,128 @@
+// Command workerproc is the worker process of the fault harness (integration/faults):
+// the agent's tools (package activities) behind the idemgate gate, with the harness's
+// workflows, polling one task queue of the harness's Temporal server. The harness
+// builds it with -tags idemgate_faults and kills it with SIGKILL at a write boundary
+// (IDEMGATE_KILL_AT, see internal/faultpoint), or from the vendor's side.
+//
+// On SIGUSR1 it prints "rusage <user µs> <system µs>" of its own process to stdout,
+// so the price measurement reads the worker's CPU without counting the server's.
+// SIGTERM stops it gracefully.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemgate/idemgate/activities"
+	"github.com/idemgate/idemgate/integration/faults/faultwf"
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/faultpoint"
+	"github.com/idemgate/idemgate/internal/storeopen"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	address := flag.String("temporal-address", "", "Temporal frontend host:port")
+	namespace := flag.String("namespace", "default", "namespace")
+	queue := flag.String("task-queue", "", "task queue")
+	storeSpec := flag.String("store", "", "SQLite path or PostgreSQL DSN")
+	gate := flag.Bool("gate", true, "run the idemgate interceptor (false: the bare worker the price is measured against)")
+	sticky := flag.Bool("sticky", true, "keep workflows in the sticky cache (false: a restarted worker picks them up at once)")
+	verbose := flag.Bool("v", false, "log the SDK's and the gate's lines to stderr")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	var ep activities.Endpoints
+	flag.StringVar(&ep.Docs, "docs-url", "", "")
+	flag.StringVar(&ep.CRM, "crm-url", "", "")
+	flag.StringVar(&ep.Tickets, "tickets-url", "", "")
+	flag.StringVar(&ep.Payments, "payments-url", "", "")
+	flag.StringVar(&ep.Email, "email-url", "", "")
+	flag.StringVar(&ep.Chat, "chat-url", "", "")
+	flag.Parse()
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "workerproc: "+format+"\n", args...)
+		return 2
+	}
+	if *address == "" || *queue == "" {
+		return fail("--temporal-address and --task-queue are required")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail("%v", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			var ru syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			fmt.Printf("rusage %d %d\n", ru.Utime.Nano()/1000, ru.Stime.Nano()/1000)
+		}
+	}()
+
+	tools, err := activities.New(ep)
+	if err != nil {
+		return fail("%v", err)
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	var interceptors []sdkinterceptor.WorkerInterceptor
+	if *gate {
+		st, err := storeopen.Open(ctx, *storeSpec)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer st.Close()
+		g, err := interceptor.New(activities.GateOptions(st))
+		if err != nil {
+			return fail("%v", err)
+		}
+		interceptors = append(interceptors, g)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	c, err := client.DialContext(dctx, client.Options{HostPort: *address, Namespace: *namespace, Logger: logger})
+	cancel()
+	if err != nil {
+		return fail("dial %s: %v", *address, err)
+	}
+	defer c.Close()
+	if !*sticky {
+		worker.SetStickyWorkflowCacheSize(0)
+	}
+	w := worker.New(c, *queue, worker.Options{Interceptors: interceptors, WorkerStopTimeout: time.Second})
+	w.RegisterWorkflow(faultwf.Job)
+	w.RegisterWorkflow(faultwf.Sequence)
+	w.RegisterActivity(tools)
+	if err := w.Start(); err != nil {
+		return fail("start: %v", err)
+	}
+	fmt.Printf("ready faults=%v gate=%v\n", faultpoint.Enabled, *gate)
+	<-ctx.Done()
+	w.Stop()
+	return 0
+}

@@ -1,0 +1,190 @@
+// Command faultreport runs idemgate's fault matrix and price measurement
+// (package integration/faults) and prints them as markdown tables.
+//
+//	scripts/with-postgres.sh go run ./internal/cmd/faultreport -trials 20
+//
+// The worker runs as its own process, built with -tags idemgate_faults, and is killed
+// with SIGKILL at each boundary of each kind of write on each store; the vendor
+// simulators count what happened. Then the price: 200 sequential activities of each
+// class, regular and local, on a bare worker and gated ones, side by side in rounds.
+// Without IDEMGATE_POSTGRES_DSN the PostgreSQL cells are skipped (run it under
+// scripts/with-postgres.sh). It uses an in-process Temporal server with
+// history.transferProcessorMaxPollRPS at 1000, or the server at TEMPORAL_ADDRESS
+// (namespace TEMPORAL_NAMESPACE, default "default"). It exits 1 when a cell breaks
+// the promise (see faults.Violations).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/temporal"
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/idemgate/idemgate/integration/faults"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx))
+}
+
+func run(ctx context.Context) int {
+	trials := flag.Int("trials", 20, "trials per cell of the fault matrix")
+	parallel := flag.Int("parallel", 12, "trials run at once")
+	matrix := flag.Bool("matrix", true, "run the fault matrix")
+	price := flag.Bool("price", true, "run the price measurement")
+	n := flag.Int("n", 200, "activities per workflow in the price measurement")
+	rounds := flag.Int("rounds", 5, "side-by-side rounds of the price measurement")
+	profile := flag.String("cpuprofile", "", "directory for CPU profiles of the price run's worker processes (bare.pprof, sqlite.pprof, postgres.pprof)")
+	stores := flag.String("stores", "sqlite,postgres", "stores to run on (PostgreSQL needs IDEMGATE_POSTGRES_DSN)")
+	flag.Parse()
+	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "faultreport: "+format+"\n", args...) }
+
+	var st []string
+	dsn := os.Getenv("IDEMGATE_POSTGRES_DSN")
+	for _, s := range strings.Split(*stores, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "sqlite":
+			st = append(st, s)
+		case "postgres":
+			if dsn == "" {
+				say("IDEMGATE_POSTGRES_DSN is not set: skipping PostgreSQL (run under scripts/with-postgres.sh)")
+				continue
+			}
+			st = append(st, s)
+		default:
+			say("unknown store %q: use sqlite, postgres", s)
+			return 2
+		}
+	}
+	dir, err := os.MkdirTemp("", "idemgate-faultreport")
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+
+	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	var hostPort, ns string
+	var c client.Client
+	serverDesc := ""
+	if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
+		ns = os.Getenv("TEMPORAL_NAMESPACE")
+		if ns == "" {
+			ns = "default"
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err = client.DialContext(dctx, client.Options{HostPort: addr, Namespace: ns, Logger: quiet})
+		cancel()
+		if err != nil {
+			say("cannot reach Temporal at %s: %v", addr, err)
+			return 1
+		}
+		defer c.Close()
+		hostPort, serverDesc = addr, "external Temporal server at "+addr
+	} else {
+		srv := temporaltest.NewServer(
+			temporaltest.WithBaseClientOptions(client.Options{Logger: quiet}),
+			temporaltest.WithBaseServerOptions(temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
+				dynamicconfig.TransferProcessorMaxPollRPS.Key():             1000,
+				dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+			})))
+		defer srv.Stop()
+		c, hostPort, ns = srv.GetDefaultClient(), srv.GetFrontendHostPort(), srv.GetDefaultNamespace()
+		serverDesc = "in-process Temporal server (temporaltest, history.transferProcessorMaxPollRPS=1000)"
+	}
+	fmt.Printf("# idemgate fault report\n\n%s, %s, stores: %s\n\n", time.Now().UTC().Format(time.RFC3339), serverDesc, strings.Join(st, "+"))
+
+	failed := false
+	if *matrix {
+		say("building the worker process with -tags idemgate_faults")
+		bin, err := faults.BuildWorker(ctx, dir, true)
+		if err != nil {
+			say("%v", err)
+			return 1
+		}
+		e := &faults.Env{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, Dir: dir}
+		if slicesContains(st, "postgres") {
+			d, drop, err := faults.PostgresSchema(ctx, dsn)
+			if err != nil {
+				say("PostgreSQL: %v", err)
+				return 1
+			}
+			defer drop()
+			e.PostgresDSN = d
+		}
+		cells := faults.Cells(st)
+		start := time.Now()
+		res := e.RunMatrix(ctx, cells, *trials, *parallel, func(done, total int) {
+			if done%20 == 0 || done == total {
+				say("%d/%d trials (%s)", done, total, time.Since(start).Round(time.Second))
+			}
+		})
+		fmt.Printf("## Fault matrix: %d trials per cell, %d at once, %s\n\n%s\n", *trials, *parallel, time.Since(start).Round(time.Second), faults.Markdown(res))
+		if v := faults.Violations(res); len(v) > 0 {
+			failed = true
+			fmt.Printf("**%d violations:**\n\n", len(v))
+			for _, x := range v {
+				fmt.Printf("- %s\n", x)
+			}
+			fmt.Println()
+		} else {
+			fmt.Printf("No violations: no duplicate of a destructive or vendor-keyed write, no lost write, every refusal with its withheld call.\n\n")
+		}
+	}
+	if *price {
+		say("building the worker process (production build)")
+		bin, err := faults.BuildWorker(ctx, dir, false)
+		if err != nil {
+			say("%v", err)
+			return 1
+		}
+		o := faults.PriceOptions{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, N: *n, Rounds: *rounds,
+			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile}
+		for _, s := range st {
+			spec := filepath.Join(dir, "price.db")
+			if s == "postgres" {
+				d, drop, err := faults.PostgresSchema(ctx, dsn)
+				if err != nil {
+					say("PostgreSQL: %v", err)
+					return 1
+				}
+				defer drop()
+				spec = d
+			}
+			o.Stores = append(o.Stores, faults.PriceStore{Name: s, Spec: spec})
+		}
+		rows, err := faults.Price(ctx, o)
+		if err != nil {
+			say("price: %v", err)
+			return 1
+		}
+		fmt.Printf("## Price\n\n%s\n", faults.PriceMarkdown(rows, *n, *rounds))
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func slicesContains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
