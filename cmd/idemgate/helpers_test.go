@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-
+	"github.com/idemgate/idemgate/internal/pgtest"
 	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/store"
 )
@@ -41,7 +38,7 @@ func backends(t *testing.T) []backend {
 	st.Close()
 	out := []backend{{"sqlite", path}}
 	if d := os.Getenv("IDEMGATE_POSTGRES_DSN"); d != "" {
-		out = append(out, backend{"postgres", withSchema(t, d)})
+		out = append(out, backend{"postgres", pgtest.Schema(t, d, "idemgate_cli")})
 	}
 	return out
 }
@@ -54,49 +51,8 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 		t.Run(b.name, func(t *testing.T) { fn(t, b) })
 	}
 	if len(bs) == 1 {
-		t.Run("postgres", func(t *testing.T) {
-			msg := "IDEMGATE_POSTGRES_DSN is not set: run the PostgreSQL tests with scripts/with-postgres.sh go test ./cmd/idemgate/"
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg + " (CI=true: refusing to skip)")
-			}
-			t.Skip(msg)
-		})
+		t.Run("postgres", func(t *testing.T) { pgtest.DSN(t, "./cmd/idemgate/") })
 	}
-}
-
-// withSchema returns a DSN whose search_path is a new, empty schema, dropped at
-// the end of the test.
-func withSchema(t *testing.T, d string) string {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	name := "idemgate_cli_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, d)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+name+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(d)
-	if err != nil {
-		t.Fatalf("the tests want a postgres:// DSN: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func openStore(t *testing.T, b backend) storeopen.Store {

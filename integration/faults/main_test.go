@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/idemgate/idemgate/integration/faults"
+	"github.com/idemgate/idemgate/internal/pgtest"
 )
 
 var (
@@ -58,18 +59,7 @@ func workerBin(t *testing.T) string {
 }
 
 // postgresDSN returns the test server's DSN, or skips (t.Fatal when CI=true).
-func postgresDSN(t *testing.T) string {
-	t.Helper()
-	d := os.Getenv("IDEMGATE_POSTGRES_DSN")
-	if d == "" {
-		msg := "IDEMGATE_POSTGRES_DSN is not set: run the PostgreSQL cells with scripts/with-postgres.sh go test ./integration/faults/"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + " (CI=true: refusing to skip)")
-		}
-		t.Skip(msg)
-	}
-	return d
-}
+func postgresDSN(t *testing.T) string { return pgtest.DSN(t, "./integration/faults/") }
 
 func env(t *testing.T) *faults.Env {
 	return &faults.Env{HostPort: server.GetFrontendHostPort(), Namespace: server.GetDefaultNamespace(),
