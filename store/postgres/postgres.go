@@ -93,9 +93,9 @@ const recordColumns = `key, activity, effect, args_hash, args, state, owner, lea
 // does the same statement call idemgate_begin, which applies store.Decide rule for
 // rule (and appends the receipt when it claims or takes over): the NOT EXISTS is
 // a constant for the planner, so the function is not even started when the insert
-// claimed. The two arms' receipts are the same row: idemgate_begin inserts
-// (p_now, key, activity, effect, outcome, args_hash, NULL, workflow_id, run_id,
-// attempt, '', '', '', '').
+// claimed. Both arms append the same claim receipt (the claim's time, key,
+// activity, effect, args hash, workflow, run and attempt; empty result_ref,
+// error, actor and reason).
 const beginSQL = `WITH ins AS (
 	INSERT INTO idemgate_records AS t (` + recordColumns + `)
 	VALUES ($1, $2, $3, $4, $5, 'claimed', $6, $7, NULL, false, $10, $11, $12, 1, $13, $13, $8)
