@@ -9,7 +9,8 @@
 // UPDATE (two commits each). Store and bare alternate in short rounds, each
 // going first in turn, so that drift and noisy neighbours hit both; the table gives
 // the ratio over all rounds and the median of the per-round ratios. -memcheck N claims and completes N keys and prints the
-// heap in use every 100,000 steps instead.
+// heap in use every 100,000 steps instead. -cpuprofile FILE writes a CPU profile of
+// the run (go tool pprof FILE); PostgreSQL's own CPU is in the server, not here.
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +45,7 @@ var (
 	workers  = flag.String("workers", "1,8,32", "PostgreSQL worker counts (SQLite always uses 1)")
 	path     = flag.String("path", "", "SQLite file (default: a new file in a temporary directory)")
 	memcheck = flag.Int("memcheck", 0, "claim+complete this many keys on -backend and print heap in use every 100k")
+	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of this process (store and bare rounds alike) to this file")
 )
 
 var (
@@ -73,6 +76,21 @@ type bare struct {
 func main() {
 	flag.Parse()
 	ctx := context.Background()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				log.Fatal(err)
+			}
+		}()
+	}
 	if *memcheck > 0 {
 		s, closeFn := openStore(ctx, *backend, 8)
 		defer closeFn()
