@@ -152,3 +152,21 @@ func TestMigrateFromVersion2(t *testing.T) {
 		t.Fatalf("DELETE of receipts after the migration: %v; want the append-only trigger to abort it", err)
 	}
 }
+
+// The write connection keeps WAL and synchronous=FULL (2): a commit is on disk
+// before a step returns.
+func TestWriteConnectionDurability(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mode string
+	var sync int
+	if err := s.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
+	}
+	if err := s.w.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
+		t.Fatalf("synchronous = %d, %v; want 2 (FULL)", sync, err)
+	}
+}
