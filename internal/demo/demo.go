@@ -128,7 +128,7 @@ func (d *Demo) setup(ctx context.Context) (err error) {
 			return fmt.Errorf("cannot reach Temporal at %s: %v (start one with `temporal server start-dev`, or drop --temporal-address to use the in-process server)", cfg.TemporalAddress, err)
 		}
 		if _, err := d.Client.CheckHealth(dctx, &client.CheckHealthRequest{}); err != nil {
-			return fmt.Errorf("Temporal at %s is not healthy: %v", cfg.TemporalAddress, err)
+			return fmt.Errorf("the Temporal server at %s is not healthy: %v", cfg.TemporalAddress, err)
 		}
 	}
 	opts := activities.GateOptions(d.Store)
