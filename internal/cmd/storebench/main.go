@@ -9,7 +9,8 @@
 // UPDATE (two commits each). Store and bare alternate in short rounds, each
 // going first in turn, so that drift and noisy neighbours hit both; the table gives
 // the ratio over all rounds and the median of the per-round ratios. -memcheck N claims and completes N keys and prints the
-// heap in use every 100,000 steps instead. -cpuprofile FILE writes a CPU profile of
+// heap in use every 100,000 steps instead; -wal N prints the WAL each step writes
+// (SQLite pages, PostgreSQL bytes), store and bare, instead of timing. -cpuprofile FILE writes a CPU profile of
 // the run (go tool pprof FILE); PostgreSQL's own CPU is in the server, not here.
 package main
 
@@ -46,6 +47,7 @@ var (
 	path     = flag.String("path", "", "SQLite file (default: a new file in a temporary directory)")
 	memcheck = flag.Int("memcheck", 0, "claim+complete this many keys on -backend and print heap in use every 100k")
 	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of this process (store and bare rounds alike) to this file")
+	walSteps = flag.Int("wal", 0, "instead of timing, print the WAL written per step (SQLite pages, PostgreSQL bytes), store and bare, averaged over this many steps of one worker (at most 100 on SQLite, so that no automatic checkpoint runs in between)")
 )
 
 var (
@@ -71,6 +73,11 @@ func completeFor(key string) store.Transition {
 type bare struct {
 	insert func(ctx context.Context, key string) error
 	update func(ctx context.Context, key string) error
+	// walMark returns how much WAL the database has written so far: SQLite WAL
+	// frames (pages) since the last checkpoint, PostgreSQL bytes.
+	walMark func(ctx context.Context) int64
+	// walReset starts a new count (SQLite: checkpoint and truncate the WAL).
+	walReset func(ctx context.Context)
 }
 
 func main() {
@@ -95,6 +102,24 @@ func main() {
 		s, closeFn := openStore(ctx, *backend, 8)
 		defer closeFn()
 		memCheck(ctx, s, *memcheck)
+		return
+	}
+	if *walSteps > 0 {
+		fmt.Printf("WAL written per step, averaged over %d steps of one worker\n\n", *walSteps)
+		fmt.Println("| backend | step | store | bare | store/bare |")
+		fmt.Println("|---|---|---:|---:|---:|")
+		if *backend == "sqlite" || *backend == "all" {
+			s, closeFn := openStore(ctx, "sqlite", 1)
+			walCount(ctx, "SQLite", "pages", min(*walSteps, 100), s, sqliteBare(ctx, *path))
+			closeFn()
+		}
+		if *backend == "postgres" || *backend == "all" {
+			s, closeFn := openStore(ctx, "postgres", 1)
+			b, closeBare := pgBare(ctx, 1)
+			walCount(ctx, "PostgreSQL", "bytes", *walSteps, s, b)
+			closeBare()
+			closeFn()
+		}
 		return
 	}
 	fmt.Printf("go %s, %s/%s, %d CPUs, %v per measurement in %d rounds\n\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *dur, *rounds)
@@ -174,6 +199,23 @@ func sqliteBare(ctx context.Context, p string) bare {
 			_, err := db.ExecContext(ctx, `UPDATE bench_bare SET state = 'completed', result = ?, updated_at = ? WHERE key = ?`, result, t0.UnixMicro(), key)
 			return err
 		},
+		walMark: func(ctx context.Context) int64 {
+			var pageSize int64
+			if err := db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+				log.Fatal(err)
+			}
+			fi, err := os.Stat(p + "-wal")
+			if err != nil {
+				log.Fatal(err)
+			}
+			return (fi.Size() - 32) / (pageSize + 24) // WAL header, then frames of a 24-byte header and a page
+		},
+		walReset: func(ctx context.Context) {
+			var busy, frames, done int
+			if err := db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done); err != nil || busy != 0 {
+				log.Fatalf("checkpoint: busy %d, %v", busy, err)
+			}
+		},
 	}
 }
 
@@ -200,6 +242,14 @@ func pgBare(ctx context.Context, conns int) (bare, func()) {
 			_, err := pool.Exec(ctx, `UPDATE bench_bare SET state = 'completed', result = $1, updated_at = $2 WHERE key = $3`, result, t0, key)
 			return err
 		},
+		walMark: func(ctx context.Context) int64 {
+			var n int64
+			if err := pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn() - '0/0'").Scan(&n); err != nil {
+				log.Fatal(err)
+			}
+			return n
+		},
+		walReset: func(context.Context) {},
 	}, pool.Close
 }
 
@@ -254,6 +304,51 @@ func compare(ctx context.Context, name string, workers int, s store.Store, b bar
 		sops, bops := float64(sn)/sd.Seconds(), float64(bn)/bd.Seconds()
 		fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.2fx | %.2fx |\n", name, workers, st.step, sops, bops,
 			float64(workers)*1e6/sops, float64(workers)*1e6/bops, bops/sops, ratios[len(ratios)/2])
+	}
+}
+
+// walCount prints the WAL one claim and one complete write, store and bare, on
+// keys of their own, after a warm-up so that pages first touched since the last
+// checkpoint (whole-page images on PostgreSQL) weigh as in a long run.
+func walCount(ctx context.Context, name, unit string, n int, s store.Store, b bare) {
+	tag := fmt.Sprintf("%s-wal", name)
+	claimStore := func(ctx context.Context, key string) error {
+		o, _, err := s.Begin(ctx, claimFor(key))
+		if err == nil && o != store.OutcomeClaimed {
+			err = fmt.Errorf("Begin(%s) = %s", key, o)
+		}
+		return err
+	}
+	completeStore := func(ctx context.Context, key string) error { return s.Complete(ctx, completeFor(key)) }
+	measure := func(who string, claim, complete func(context.Context, string) error) (perClaim, perComplete float64) {
+		key := func(i int) string { return fmt.Sprintf("bench/%s/%s/%s/%d", runID, tag, who, i) }
+		for i := range n { // warm-up: claim and complete n keys
+			must(claim(ctx, key(-1-i)))
+			must(complete(ctx, key(-1-i)))
+		}
+		b.walReset(ctx)
+		m := b.walMark(ctx)
+		for i := range n {
+			must(claim(ctx, key(i)))
+		}
+		m1 := b.walMark(ctx)
+		b.walReset(ctx)
+		m2 := b.walMark(ctx)
+		for i := range n {
+			must(complete(ctx, key(i)))
+		}
+		m3 := b.walMark(ctx)
+		return float64(m1-m) / float64(n), float64(m3-m2) / float64(n)
+	}
+	sc, sp := measure("store", claimStore, completeStore)
+	bc, bp := measure("bare", b.insert, b.update)
+	fmt.Printf("| %s | claim | %.1f %s | %.1f %s | %.2fx |\n", name, sc, unit, bc, unit, sc/bc)
+	fmt.Printf("| %s | complete | %.1f %s | %.1f %s | %.2fx |\n", name, sp, unit, bp, unit, sp/bp)
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
 	}
 }
 
