@@ -4,14 +4,13 @@
 // # Round trips
 //
 // On PostgreSQL every extra round trip costs about as much as the commit's flush,
-// so each step is one statement in its own implicit transaction. Begin is one
-// statement: a primary-key INSERT … ON CONFLICT DO NOTHING of the new record
-// chained to the INSERT of its claim receipt (of concurrent Begins on one key,
-// exactly one inserts); only when the key is taken does the same statement call
+// so each step is one statement in its own implicit transaction: Begin calls
 // idemgate_begin, a PL/pgSQL function the migration installs, which applies
-// store.Decide rule for rule and appends the receipt when it claims or takes
-// over. Complete, Release and Abandon are each one UPDATE … RETURNING that checks
-// the owner and state (store.Apply), chained to the INSERT of the receipt.
+// store.Decide rule for rule and appends the claim receipt in the same
+// transaction; Complete, Release and Abandon are each one UPDATE … RETURNING that
+// checks the owner and state (store.Apply), chained to the INSERT of the receipt.
+// The claim itself is a primary-key INSERT … ON CONFLICT DO NOTHING: of concurrent
+// Begins on one key, exactly one inserts.
 //
 // # Schema
 //
@@ -20,9 +19,9 @@
 // version. Receipts are append-only in fact: a trigger rejects UPDATE, DELETE and
 // TRUNCATE on idemgate_receipts. They are indexed by key, workflow ID and time
 // (schema version 3); the activity and decision filters are applied to the rows
-// those indexes find, or by a scan when they are the only filters. Sweep deletes expired records in bounded batches
-// and skips rows a Begin holds. The server's default isolation (READ COMMITTED)
-// is assumed.
+// those indexes find, or by a scan when they are the only filters. Sweep deletes
+// expired records in bounded batches and skips rows a Begin holds. The server's
+// default isolation (READ COMMITTED) is assumed.
 //
 // # Outages
 //

@@ -87,33 +87,13 @@ func (s *Store) Close() error {
 const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
 	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at`
 
-// beginSQL is one round trip and one implicit transaction. The common case, a
-// key with no record, is a plain primary-key INSERT … ON CONFLICT DO NOTHING
-// chained to the claim receipt's INSERT (no PL/pgSQL). Only when the key is taken
-// does the same statement call idemgate_begin, which applies store.Decide rule for
-// rule (and appends the receipt when it claims or takes over): the NOT EXISTS is
-// a constant for the planner, so the function is not even started when the insert
-// claimed. Both arms append the same claim receipt (the claim's time, key,
-// activity, effect, args hash, workflow, run and attempt; empty result_ref,
-// error, actor and reason).
-const beginSQL = `WITH ins AS (
-	INSERT INTO idemgate_records AS t (` + recordColumns + `)
-	VALUES ($1, $2, $3, $4, $5, 'claimed', $6, $7, NULL, false, $10, $11, $12, 1, $13, $13, $8)
-	ON CONFLICT (key) DO NOTHING
-	RETURNING t.*
-), rcpt AS (
-	INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
-		attempt, result_ref, error, actor, reason)
-	SELECT $13, key, activity, effect, 'claimed', args_hash, NULL, workflow_id, run_id, attempt, '', '', '', '' FROM ins
-)
-SELECT 'claimed', ` + recordColumns + ` FROM ins
-UNION ALL
-SELECT b.o_outcome, (b.o_rec).key, (b.o_rec).activity, (b.o_rec).effect, (b.o_rec).args_hash,
+// beginSQL is one round trip: idemgate_begin applies store.Decide and appends the
+// claim receipt in the statement's own transaction.
+const beginSQL = `SELECT b.o_outcome, (b.o_rec).key, (b.o_rec).activity, (b.o_rec).effect, (b.o_rec).args_hash,
 	(b.o_rec).args, (b.o_rec).state, (b.o_rec).owner, (b.o_rec).lease, (b.o_rec).result, (b.o_rec).result_omitted,
 	(b.o_rec).workflow_id, (b.o_rec).run_id, (b.o_rec).attempt, (b.o_rec).claims, (b.o_rec).created_at,
 	(b.o_rec).updated_at, (b.o_rec).expires_at
-	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) b
-	WHERE NOT EXISTS (SELECT FROM ins)`
+	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) b`
 
 // Begin claims c.Key atomically in one statement; see store.Decide.
 func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
