@@ -21,6 +21,16 @@
 // # Schema
 //
 // Open creates the schema, or migrates it, and records its version in PRAGMA
-// user_version. Receipts are append-only in fact: triggers abort any UPDATE or
-// DELETE on the receipts table. Sweep removes expired records in short batches.
+// user_version. Receipts are append-only in fact: triggers abort any UPDATE,
+// DELETE or INSERT OR REPLACE on the receipts table. Sweep removes expired
+// records in short batches.
+//
+// Every B-tree a step touches is one more page written to the WAL and synced, so
+// the schema keeps them few (version 3): records are a WITHOUT ROWID table keyed
+// by key, indexed by expiry and, partially, by the open claims Pending lists;
+// receipts are indexed by key, workflow ID and time, and the activity and
+// decision filters are applied to the rows those find, or by a scan when they are
+// the only filters. Begin on a new key is one INSERT of the record and one of the
+// receipt; Complete, Release and Abandon each one UPDATE of the columns that
+// change (store.Apply's checks in its WHERE clause) and one receipt INSERT.
 package sqlite

@@ -43,7 +43,7 @@ type Store struct {
 	w    *sql.DB // exactly one connection; every transaction is BEGIN IMMEDIATE
 	r    *sql.DB // readers; WAL lets them run beside the writer
 
-	getW, upsert, insertReceipt *sql.Stmt
+	getW, upsert, insertNew, complete, move, insertReceipt *sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -125,11 +125,14 @@ func (s *Store) init(ctx context.Context) error {
 	if s.getW, err = s.w.PrepareContext(ctx, selectRecord); err != nil {
 		return s.fail("open", err)
 	}
-	if s.upsert, err = s.w.PrepareContext(ctx, upsertRecord); err != nil {
-		return s.fail("open", err)
-	}
-	if s.insertReceipt, err = s.w.PrepareContext(ctx, insertReceipt); err != nil {
-		return s.fail("open", err)
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{{&s.upsert, upsertRecord}, {&s.insertNew, insertNew}, {&s.complete, completeRecord}, {&s.move, moveRecord},
+		{&s.insertReceipt, insertReceipt}} {
+		if *p.st, err = s.w.PrepareContext(ctx, p.q); err != nil {
+			return s.fail("open", err)
+		}
 	}
 	if err := s.r.PingContext(ctx); err != nil {
 		return s.fail("open", err)
@@ -140,7 +143,7 @@ func (s *Store) init(ctx context.Context) error {
 // Close closes the store's connections. In-flight calls fail.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.getW, s.upsert, s.insertReceipt} {
+	for _, st := range []*sql.Stmt{s.getW, s.upsert, s.insertNew, s.complete, s.move, s.insertReceipt} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -161,6 +164,19 @@ func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.
 		next    store.Record
 	)
 	err := s.write(ctx, "begin", func(tx *sql.Tx) error {
+		// No record: store.Decide claims anew. Try that first; a taken key falls
+		// through to the read and the full rule.
+		outcome, next, _ = store.Decide(store.Record{}, false, c)
+		next.ExpiresAt = micro(next.ExpiresAt)
+		res, err := tx.StmtContext(ctx, s.insertNew).ExecContext(ctx, recordArgs(next)...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			return s.appendTx(ctx, tx, store.ClaimReceipt(c, outcome))
+		}
 		existing, found, err := scanRecord(tx.StmtContext(ctx, s.getW).QueryRowContext(ctx, c.Key))
 		if err != nil {
 			return err
@@ -198,22 +214,28 @@ func (s *Store) Abandon(ctx context.Context, t store.Transition) error {
 }
 
 func (s *Store) transition(ctx context.Context, op string, to store.State, t store.Transition) error {
+	// store.Apply in one UPDATE: only a claimed record of this owner moves, and
+	// only the fields Apply changes are written.
 	t.Now = micro(t.Now)
 	return s.write(ctx, op, func(tx *sql.Tx) error {
-		existing, found, err := scanRecord(tx.StmtContext(ctx, s.getW).QueryRowContext(ctx, t.Key))
+		var (
+			res sql.Result
+			err error
+		)
+		if to == store.StateCompleted {
+			res, err = tx.StmtContext(ctx, s.complete).ExecContext(ctx, t.Now.UnixMicro(), t.Result, t.ResultOmitted,
+				t.Now.Add(t.Window).UnixMicro(), t.Key, t.Owner)
+		} else {
+			res, err = tx.StmtContext(ctx, s.move).ExecContext(ctx, string(to), t.Now.UnixMicro(), t.Key, t.Owner)
+		}
 		if err != nil {
 			return err
 		}
-		if !found {
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			// No record, another owner, or not claimed: store.Apply says ErrNotOwner.
 			return store.ErrNotOwner
-		}
-		next, err := store.Apply(existing, to, t)
-		if err != nil {
-			return err
-		}
-		next.ExpiresAt = micro(next.ExpiresAt)
-		if err := s.put(ctx, tx, next); err != nil {
-			return err
 		}
 		return s.appendTx(ctx, tx, t.ReceiptWithTime())
 	})
@@ -307,8 +329,8 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 		}
 		var n int64
 		err := s.write(ctx, "sweep", func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `DELETE FROM idemgate_records WHERE rowid IN
-				(SELECT rowid FROM idemgate_records WHERE expires_at <= ? LIMIT ?)`, now.UnixMicro(), batch)
+			res, err := tx.ExecContext(ctx, `DELETE FROM idemgate_records WHERE key IN
+				(SELECT key FROM idemgate_records WHERE expires_at <= ? LIMIT ?)`, now.UnixMicro(), batch)
 			if err != nil {
 				return err
 			}
@@ -347,10 +369,15 @@ func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx) error) er
 }
 
 func (s *Store) put(ctx context.Context, tx *sql.Tx, r store.Record) error {
-	_, err := tx.StmtContext(ctx, s.upsert).ExecContext(ctx, r.Key, r.Activity, r.Effect, r.ArgsHash, r.Args,
-		string(r.State), r.Owner, r.Lease.UnixMicro(), r.Result, r.ResultOmitted, r.WorkflowID, r.RunID,
-		r.Attempt, r.Claims, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro())
+	_, err := tx.StmtContext(ctx, s.upsert).ExecContext(ctx, recordArgs(r)...)
 	return err
+}
+
+// recordArgs are r's values in recordColumns order.
+func recordArgs(r store.Record) []any {
+	return []any{r.Key, r.Activity, r.Effect, r.ArgsHash, r.Args, string(r.State), r.Owner, r.Lease.UnixMicro(),
+		r.Result, r.ResultOmitted, r.WorkflowID, r.RunID, r.Attempt, r.Claims, r.CreatedAt.UnixMicro(),
+		r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro()}
 }
 
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ResolveNotSentReleases", testResolveNotSent},
 		{"ResolveIsOwnerChecked", testResolveRefused},
 		{"PauseAndResume", testPauses},
+		{"StepsStoreWhatDecideAndApplySay", testStepsMatchRules},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -776,4 +778,67 @@ func testPauses(t *testing.T, s store.Store, k *keys) {
 	if ps := ourPauses(t, s, k); len(ps) != 0 {
 		t.Fatalf("after resuming everything: %+v", ps)
 	}
+}
+
+// Begin returns the record it stored, and Complete, Release and Abandon store
+// exactly what store.Apply returns, field by field, whatever a backend writes
+// (a whole row, or only the columns that change).
+func testStepsMatchRules(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		to   store.State
+		op   func(context.Context, store.Transition) error
+		d    store.Decision
+		take bool
+	}{
+		{store.StateCompleted, s.Complete, store.DecisionRan, false},
+		{store.StateReleased, s.Release, store.DecisionReleased, false},
+		{store.StateUnknown, s.Abandon, store.DecisionUnknown, false},
+		{store.StateCompleted, s.Complete, store.DecisionRan, true},
+	} {
+		key := k.key(fmt.Sprintf("rules-%s-%v", tc.to, tc.take))
+		owner := "a"
+		rec := begin(t, s, claim(key, owner, "h1", t0), store.OutcomeClaimed)
+		if tc.take {
+			c := claim(key, "b", "h1", t0.Add(2*time.Minute))
+			c.TakeOver, c.Attempt, c.RunID = true, 2, "run-2"
+			if err := s.Abandon(ctx, tr(key, owner, t0.Add(time.Second), store.DecisionUnknown)); err != nil {
+				t.Fatal(err)
+			}
+			rec = begin(t, s, c, store.OutcomeTakenOver)
+			owner = "b"
+		}
+		if got := get(t, s, key); !sameRecord(got, rec) {
+			t.Fatalf("%s: Get after Begin = %+v, want what Begin returned %+v", key, got, rec)
+		}
+		step := tr(key, owner, t0.Add(3*time.Minute), tc.d)
+		step.Result, step.ResultOmitted = []byte(`{"id":"ch_1"}`), tc.take
+		want, err := store.Apply(rec, tc.to, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.op(ctx, step); err != nil {
+			t.Fatalf("%s: %s: %v", key, tc.to, err)
+		}
+		if got := get(t, s, key); !sameRecord(got, want) {
+			t.Fatalf("%s: record after the move to %s = %+v, want store.Apply's %+v", key, tc.to, got, want)
+		}
+	}
+}
+
+// sameRecord compares records field by field, with empty and nil byte slices
+// alike and times by instant.
+func sameRecord(a, b store.Record) bool {
+	norm := func(r store.Record) store.Record {
+		for _, p := range []*[]byte{&r.Args, &r.Result} {
+			if len(*p) == 0 {
+				*p = nil
+			}
+		}
+		for _, p := range []*time.Time{&r.Lease, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt} {
+			*p = p.UTC()
+		}
+		return r
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
 }

@@ -9,7 +9,10 @@
 // UPDATE (two commits each). Store and bare alternate in short rounds, each
 // going first in turn, so that drift and noisy neighbours hit both; the table gives
 // the ratio over all rounds and the median of the per-round ratios. -memcheck N claims and completes N keys and prints the
-// heap in use every 100,000 steps instead.
+// heap in use every 100,000 steps instead; -cpu N prints the CPU time per step of
+// the PostgreSQL server and of this process; -wal N prints the WAL each step writes
+// (SQLite pages, PostgreSQL bytes), store and bare, instead of timing. -cpuprofile FILE writes a CPU profile of
+// the run (go tool pprof FILE); PostgreSQL's own CPU is in the server, not here.
 package main
 
 import (
@@ -21,11 +24,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,6 +48,9 @@ var (
 	workers  = flag.String("workers", "1,8,32", "PostgreSQL worker counts (SQLite always uses 1)")
 	path     = flag.String("path", "", "SQLite file (default: a new file in a temporary directory)")
 	memcheck = flag.Int("memcheck", 0, "claim+complete this many keys on -backend and print heap in use every 100k")
+	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of this process (store and bare rounds alike) to this file")
+	cpuSteps = flag.Int("cpu", 0, "instead of timing, print the CPU time per step (PostgreSQL server processes, read from /proc, so the server must run on this machine; and this process), store and bare, over this many steps of each kind with 8 workers")
+	walSteps = flag.Int("wal", 0, "instead of timing, print the WAL written per step (SQLite pages, PostgreSQL bytes), store and bare, averaged over this many steps of one worker (at most 100 on SQLite, so that no automatic checkpoint runs in between)")
 )
 
 var (
@@ -68,15 +76,75 @@ func completeFor(key string) store.Transition {
 type bare struct {
 	insert func(ctx context.Context, key string) error
 	update func(ctx context.Context, key string) error
+	// walMark returns how much WAL the database has written so far: SQLite WAL
+	// frames (pages) since the last checkpoint, PostgreSQL bytes.
+	walMark func(ctx context.Context) int64
+	// walReset starts a new count (SQLite: checkpoint and truncate the WAL).
+	walReset func(ctx context.Context)
 }
 
 func main() {
 	flag.Parse()
 	ctx := context.Background()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				log.Fatal(err)
+			}
+		}()
+	}
 	if *memcheck > 0 {
 		s, closeFn := openStore(ctx, *backend, 8)
 		defer closeFn()
 		memCheck(ctx, s, *memcheck)
+		return
+	}
+	if *cpuSteps > 0 {
+		const conc = 8
+		fmt.Printf("CPU time per step, %d steps of each kind, %d workers (server: every postgres process on this machine)\n\n", *cpuSteps, conc)
+		fmt.Println("| backend | step | store server µs | bare server µs | store client µs | bare client µs | store/bare (server+client) |")
+		fmt.Println("|---|---|---:|---:|---:|---:|---:|")
+		s, closeFn := openStore(ctx, "postgres", conc)
+		b, closeBare := pgBare(ctx, conc)
+		for _, st := range steps(s, b) {
+			var sv, sc, bv, bc float64
+			for i := range 3 { // alternate, sum three rounds each
+				tag := fmt.Sprintf("cpu/%s/%d", st.step, i)
+				v, c := cpuPerStep(ctx, conc, *cpuSteps/3, tag+"/store", st.store)
+				sv, sc = sv+v/3, sc+c/3
+				v, c = cpuPerStep(ctx, conc, *cpuSteps/3, tag+"/bare", st.bare)
+				bv, bc = bv+v/3, bc+c/3
+			}
+			fmt.Printf("| PostgreSQL | %s | %.0f | %.0f | %.0f | %.0f | %.2fx |\n", st.step, sv, bv, sc, bc, (sv+sc)/(bv+bc))
+		}
+		closeBare()
+		closeFn()
+		return
+	}
+	if *walSteps > 0 {
+		fmt.Printf("WAL written per step, averaged over %d steps of one worker\n\n", *walSteps)
+		fmt.Println("| backend | step | store | bare | store/bare |")
+		fmt.Println("|---|---|---:|---:|---:|")
+		if *backend == "sqlite" || *backend == "all" {
+			s, closeFn := openStore(ctx, "sqlite", 1)
+			walCount(ctx, "SQLite", "pages", min(*walSteps, 100), s, sqliteBare(ctx, *path))
+			closeFn()
+		}
+		if *backend == "postgres" || *backend == "all" {
+			s, closeFn := openStore(ctx, "postgres", 1)
+			b, closeBare := pgBare(ctx, 1)
+			walCount(ctx, "PostgreSQL", "bytes", *walSteps, s, b)
+			closeBare()
+			closeFn()
+		}
 		return
 	}
 	fmt.Printf("go %s, %s/%s, %d CPUs, %v per measurement in %d rounds\n\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *dur, *rounds)
@@ -156,6 +224,23 @@ func sqliteBare(ctx context.Context, p string) bare {
 			_, err := db.ExecContext(ctx, `UPDATE bench_bare SET state = 'completed', result = ?, updated_at = ? WHERE key = ?`, result, t0.UnixMicro(), key)
 			return err
 		},
+		walMark: func(ctx context.Context) int64 {
+			var pageSize int64
+			if err := db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+				log.Fatal(err)
+			}
+			fi, err := os.Stat(p + "-wal")
+			if err != nil {
+				log.Fatal(err)
+			}
+			return (fi.Size() - 32) / (pageSize + 24) // WAL header, then frames of a 24-byte header and a page
+		},
+		walReset: func(ctx context.Context) {
+			var busy, frames, done int
+			if err := db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done); err != nil || busy != 0 {
+				log.Fatalf("checkpoint: busy %d, %v", busy, err)
+			}
+		},
 	}
 }
 
@@ -182,34 +267,19 @@ func pgBare(ctx context.Context, conns int) (bare, func()) {
 			_, err := pool.Exec(ctx, `UPDATE bench_bare SET state = 'completed', result = $1, updated_at = $2 WHERE key = $3`, result, t0, key)
 			return err
 		},
+		walMark: func(ctx context.Context) int64 {
+			var n int64
+			if err := pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn() - '0/0'").Scan(&n); err != nil {
+				log.Fatal(err)
+			}
+			return n
+		},
+		walReset: func(context.Context) {},
 	}, pool.Close
 }
 
 func compare(ctx context.Context, name string, workers int, s store.Store, b bare) {
-	steps := []struct {
-		step        string
-		store, bare func(ctx context.Context, key string) error
-	}{
-		{"claim", func(ctx context.Context, key string) error {
-			o, _, err := s.Begin(ctx, claimFor(key))
-			if err == nil && o != store.OutcomeClaimed {
-				err = fmt.Errorf("Begin(%s) = %s", key, o)
-			}
-			return err
-		}, b.insert},
-		{"claim+complete", func(ctx context.Context, key string) error {
-			if _, _, err := s.Begin(ctx, claimFor(key)); err != nil {
-				return err
-			}
-			return s.Complete(ctx, completeFor(key))
-		}, func(ctx context.Context, key string) error {
-			if err := b.insert(ctx, key); err != nil {
-				return err
-			}
-			return b.update(ctx, key)
-		}},
-	}
-	for _, st := range steps {
+	for _, st := range steps(s, b) {
 		tag := fmt.Sprintf("%s-%d/%s", name, workers, st.step) // keys unique per configuration
 		// Warm up both (statement caches, pool connections).
 		run(ctx, workers, 200*time.Millisecond, tag+"/warm-store", st.store)
@@ -237,6 +307,162 @@ func compare(ctx context.Context, name string, workers int, s store.Store, b bar
 		fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.2fx | %.2fx |\n", name, workers, st.step, sops, bops,
 			float64(workers)*1e6/sops, float64(workers)*1e6/bops, bops/sops, ratios[len(ratios)/2])
 	}
+}
+
+// walCount prints the WAL one claim and one complete write, store and bare, on
+// keys of their own, after a warm-up so that pages first touched since the last
+// checkpoint (whole-page images on PostgreSQL) weigh as in a long run.
+func walCount(ctx context.Context, name, unit string, n int, s store.Store, b bare) {
+	tag := fmt.Sprintf("%s-wal", name)
+	claimStore := func(ctx context.Context, key string) error {
+		o, _, err := s.Begin(ctx, claimFor(key))
+		if err == nil && o != store.OutcomeClaimed {
+			err = fmt.Errorf("Begin(%s) = %s", key, o)
+		}
+		return err
+	}
+	completeStore := func(ctx context.Context, key string) error { return s.Complete(ctx, completeFor(key)) }
+	measure := func(who string, claim, complete func(context.Context, string) error) (perClaim, perComplete float64) {
+		key := func(i int) string { return fmt.Sprintf("bench/%s/%s/%s/%d", runID, tag, who, i) }
+		for i := range n { // warm-up: claim and complete n keys
+			must(claim(ctx, key(-1-i)))
+			must(complete(ctx, key(-1-i)))
+		}
+		b.walReset(ctx)
+		m := b.walMark(ctx)
+		for i := range n {
+			must(claim(ctx, key(i)))
+		}
+		m1 := b.walMark(ctx)
+		b.walReset(ctx)
+		m2 := b.walMark(ctx)
+		for i := range n {
+			must(complete(ctx, key(i)))
+		}
+		m3 := b.walMark(ctx)
+		return float64(m1-m) / float64(n), float64(m3-m2) / float64(n)
+	}
+	sc, sp := measure("store", claimStore, completeStore)
+	bc, bp := measure("bare", b.insert, b.update)
+	fmt.Printf("| %s | claim | %.1f %s | %.1f %s | %.2fx |\n", name, sc, unit, bc, unit, sc/bc)
+	fmt.Printf("| %s | complete | %.1f %s | %.1f %s | %.2fx |\n", name, sp, unit, bp, unit, sp/bp)
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+type step struct {
+	step        string
+	store, bare func(ctx context.Context, key string) error
+}
+
+// steps are the measured pairs: a claim against a bare insert, claim+complete
+// against a bare insert then update.
+func steps(s store.Store, b bare) []step {
+	return []step{
+		{"claim", func(ctx context.Context, key string) error {
+			o, _, err := s.Begin(ctx, claimFor(key))
+			if err == nil && o != store.OutcomeClaimed {
+				err = fmt.Errorf("Begin(%s) = %s", key, o)
+			}
+			return err
+		}, b.insert},
+		{"claim+complete", func(ctx context.Context, key string) error {
+			if _, _, err := s.Begin(ctx, claimFor(key)); err != nil {
+				return err
+			}
+			return s.Complete(ctx, completeFor(key))
+		}, func(ctx context.Context, key string) error {
+			if err := b.insert(ctx, key); err != nil {
+				return err
+			}
+			return b.update(ctx, key)
+		}},
+	}
+}
+
+// cpuPerStep runs n steps of op from workers goroutines on new keys and returns
+// the CPU time per step of the PostgreSQL server processes and of this process, in µs.
+func cpuPerStep(ctx context.Context, workers, n int, tag string, op func(context.Context, string) error) (server, client float64) {
+	var next atomic.Int64
+	s0, c0 := serverCPU(), selfCPU()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				must(op(ctx, fmt.Sprintf("bench/%s/%s/%d", runID, tag, i)))
+			}
+		})
+	}
+	wg.Wait()
+	s1, c1 := serverCPU(), selfCPU()
+	return float64(s1-s0) / float64(n), float64(c1-c0) / float64(n)
+}
+
+// serverCPU sums the user and system time of the PostgreSQL server this run
+// uses (its postmaster, read from $IDEMGATE_PGDATA/postmaster.pid, and the
+// postmaster's children), in µs. Other servers on the machine do not count.
+func serverCPU() int64 {
+	pm := postmasterPID()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var total int64
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		st := string(b)
+		j := strings.LastIndexByte(st, ')')
+		if j < 0 || j+2 > len(st) {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(st[:strings.IndexByte(st, '(')]))
+		f := strings.Fields(st[j+2:]) // from field 3, state
+		if len(f) < 13 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); pid != pm && ppid != pm {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14
+		k, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+		total += (u + k) * 1e6 / clockTicks
+	}
+	return total
+}
+
+func postmasterPID() int {
+	dir := os.Getenv("IDEMGATE_PGDATA")
+	if dir == "" {
+		log.Fatal("-cpu: IDEMGATE_PGDATA is not set: run under scripts/with-postgres.sh, on the server's machine")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		log.Fatalf("-cpu: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		log.Fatalf("-cpu: postmaster.pid: %v", err)
+	}
+	return pid
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on Linux.
+const clockTicks = 100
+
+func selfCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return (ru.Utime.Nano() + ru.Stime.Nano()) / 1000
 }
 
 // run calls op on new keys from workers goroutines for d and returns the count
