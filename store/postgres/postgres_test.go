@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,25 +19,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgate/idemgate/internal/pgtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/postgres"
 	"github.com/idemgate/idemgate/store/storetest"
 )
 
-// dsn returns the test server's DSN. Without one the tests skip, except in CI
-// (CI=true), where a skip would hide that nothing was tested.
-func dsn(t testing.TB) string {
-	t.Helper()
-	d := os.Getenv("IDEMGATE_POSTGRES_DSN")
-	if d == "" {
-		msg := "IDEMGATE_POSTGRES_DSN is not set: run the PostgreSQL tests with scripts/with-postgres.sh go test ./store/postgres/"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + " (CI=true: refusing to skip)")
-		}
-		t.Skip(msg)
-	}
-	return d
-}
+// dsn returns the test server's DSN; without one the tests skip (fail under CI=true).
+func dsn(t testing.TB) string { return pgtest.DSN(t, "./store/postgres/") }
 
 func open(t testing.TB, dsn string, o postgres.Options) *postgres.Store {
 	t.Helper()
@@ -57,38 +45,7 @@ func TestConformance(t *testing.T) {
 
 // withSchema returns a DSN whose search_path is a new, empty schema, dropped at
 // the end of the test: a database as a new deployment finds it.
-func withSchema(t *testing.T, d string) string {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	name := "idemgate_test_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, d)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+name+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(d)
-	if err != nil {
-		t.Fatalf("the tests want a postgres:// DSN: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func withSchema(t *testing.T, d string) string { return pgtest.Schema(t, d, "idemgate_test") }
 
 func TestManyWorkersOpenAtOnce(t *testing.T) {
 	d := withSchema(t, dsn(t))
