@@ -98,13 +98,11 @@ func (c *cli) receipts(args []string) error {
 	if *limit > 0 {
 		filter.Limit = *limit + 1 // one more tells whether there are more
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	st, err := c.open(ctx, f)
+	ctx, st, done, err := c.session(f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	rs, err := st.Receipts(ctx, filter)
 	if err != nil {
 		return err
@@ -197,13 +195,11 @@ func (c *cli) pending(args []string) error {
 	if *limit < 0 {
 		return usagef("--limit must not be negative")
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	st, err := c.open(ctx, f)
+	ctx, st, done, err := c.session(f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	now := c.now()
 	rs, err := st.Pending(ctx, now, *limit)
 	if err != nil {
@@ -289,13 +285,11 @@ func (c *cli) resolve(args []string) error {
 		}
 	}
 
-	ctx, cancel := c.ctx()
-	defer cancel()
-	st, err := c.open(ctx, f)
+	ctx, st, done, err := c.session(f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	rec, err := st.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no record for key %s: it was never claimed, or swept after its window. Nothing changed. "+
@@ -450,13 +444,11 @@ func (c *cli) pause(args []string) error {
 				"Options.Effects makes it a write, this pause changes nothing\n", p.Activity)
 		}
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	st, err := c.open(ctx, f)
+	ctx, st, done, err := c.session(f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	if err := st.Pause(ctx, p); err != nil {
 		return err
 	}
@@ -480,13 +472,11 @@ func (c *cli) resume(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	st, err := c.open(ctx, f)
+	ctx, st, done, err := c.session(f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	if err := st.Resume(ctx, p); errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%s is not paused; nothing changed. See what is: `idemgate pauses`", p.Scope())
 	} else if err != nil {
@@ -508,13 +498,11 @@ func (c *cli) pauses(args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	st, err := c.open(ctx, f)
+	ctx, st, done, err := c.session(f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	ps, err := st.Pauses(ctx)
 	if err != nil {
 		return err
@@ -614,13 +602,11 @@ func (c *cli) sweep(args []string) error {
 	if *limit < 0 {
 		return usagef("--limit must not be negative")
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	st, err := c.open(ctx, f)
+	ctx, st, done, err := c.session(f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	now := c.now()
 	n, err := st.Sweep(ctx, now, *limit)
 	if err != nil {

@@ -172,6 +172,18 @@ func (f *flags) parse(args []string) ([]string, error) {
 	}
 }
 
+// session opens the store named by --store for one command, under the command's
+// timeout; done closes both.
+func (c *cli) session(f *flags) (context.Context, storeopen.Store, func(), error) {
+	ctx, cancel := c.ctx()
+	st, err := c.open(ctx, f)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, st, func() { st.Close(); cancel() }, nil
+}
+
 // open opens the store named by --store. A SQLite file that does not exist is an
 // error: an operator pointed at the wrong path must not get a new, empty store.
 func (c *cli) open(ctx context.Context, f *flags) (storeopen.Store, error) {
