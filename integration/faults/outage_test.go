@@ -1,15 +1,12 @@
 package faults_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/integration/faults/faultwf"
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/pgtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/postgres"
 	"github.com/idemgate/idemgate/store/sqlite"
@@ -181,42 +179,16 @@ func TestOutageSQLiteLocked(t *testing.T) {
 	}
 }
 
-const outageChildEnv = "IDEMGATE_FAULTS_OUTAGE_CHILD"
-
 // PostgreSQL stopped mid-run and started again. It runs in a child process on a
 // private server (scripts/with-postgres.sh once more), so the shared server other
 // packages' tests use never goes down.
 func TestOutagePostgres(t *testing.T) {
 	postgresDSN(t)
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "with-postgres.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(script, os.Args[0], "-test.run=^TestOutagePostgresChild$", "-test.count=1", "-test.v")
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "IDEMGATE_POSTGRES_DSN=") && !strings.HasPrefix(kv, "IDEMGATE_PG_CTL=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, outageChildEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("child on a private server:\n%s", out)
-	if err != nil {
-		t.Fatalf("outage child: %v", err)
-	}
-	if !bytes.Contains(out, []byte("--- PASS: TestOutagePostgresChild")) {
-		t.Fatal("the outage child did not run")
-	}
+	pgtest.RunOnPrivateServer(t, filepath.Join("..", ".."), "TestOutagePostgresChild")
 }
 
 func TestOutagePostgresChild(t *testing.T) {
-	if os.Getenv(outageChildEnv) == "" {
-		t.Skip("child process of TestOutagePostgres")
-	}
-	pgctl := os.Getenv("IDEMGATE_PG_CTL")
-	if pgctl == "" {
-		t.Fatal("IDEMGATE_PG_CTL is not set: run under scripts/with-postgres.sh")
-	}
+	pgctl := pgtest.PrivateServer(t, "TestOutagePostgres")
 	st, err := postgres.OpenWith(context.Background(), postgresDSN(t), postgres.Options{ConnectTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)

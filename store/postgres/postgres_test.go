@@ -189,10 +189,7 @@ func TestSweepDoesNotBlockClaims(t *testing.T) {
 	}
 }
 
-const (
-	childDSNEnv    = "IDEMGATE_PG_CHILD_PREFIX"
-	outageChildEnv = "IDEMGATE_PG_OUTAGE_CHILD"
-)
+const childDSNEnv = "IDEMGATE_PG_CHILD_PREFIX"
 
 // TestHelperProcess is the child of TestMultiProcessOneWinner.
 func TestHelperProcess(t *testing.T) {
@@ -346,35 +343,11 @@ func (w *lineWaiter) Write(p []byte) (int, error) {
 // server other tests use never goes down.
 func TestOutage(t *testing.T) {
 	dsn(t)
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "with-postgres.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(script, os.Args[0], "-test.run=^TestOutageChild$", "-test.count=1", "-test.v")
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "IDEMGATE_POSTGRES_DSN=") && !strings.HasPrefix(kv, "IDEMGATE_PG_CTL=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, outageChildEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("child on a private server:\n%s", out)
-	if err != nil {
-		t.Fatalf("outage child: %v", err)
-	}
-	if !bytes.Contains(out, []byte("--- PASS: TestOutageChild")) {
-		t.Fatal("the outage child did not run")
-	}
+	pgtest.RunOnPrivateServer(t, filepath.Join("..", ".."), "TestOutageChild")
 }
 
 func TestOutageChild(t *testing.T) {
-	if os.Getenv(outageChildEnv) == "" {
-		t.Skip("child process of TestOutage")
-	}
-	pgctl := os.Getenv("IDEMGATE_PG_CTL")
-	if pgctl == "" {
-		t.Fatal("IDEMGATE_PG_CTL is not set: run under scripts/with-postgres.sh")
-	}
+	pgctl := pgtest.PrivateServer(t, "TestOutage")
 	ctx := context.Background()
 	s := open(t, dsn(t), postgres.Options{ConnectTimeout: 2 * time.Second})
 	if o, _, err := s.Begin(ctx, claim("before", "a")); err != nil || o != store.OutcomeClaimed {
