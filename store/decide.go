@@ -92,6 +92,12 @@ func Apply(existing Record, to State, t Transition) (Record, error) {
 	if existing.Owner != t.Owner || existing.State != StateClaimed {
 		return existing, ErrNotOwner
 	}
+	return moved(existing, to, t), nil
+}
+
+// moved is the record after an allowed transition to state to: a completed record
+// keeps the result until t.Now+t.Window.
+func moved(existing Record, to State, t Transition) Record {
 	next := existing
 	next.State = to
 	next.UpdatedAt = t.Now
@@ -100,7 +106,7 @@ func Apply(existing Record, to State, t Transition) (Record, error) {
 		next.ResultOmitted = t.ResultOmitted
 		next.ExpiresAt = t.Now.Add(t.Window)
 	}
-	return next, nil
+	return next
 }
 
 // ReceiptWithTime returns the receipt to append, with a zero time filled from the
@@ -141,15 +147,7 @@ func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
 		!(existing.State == StateUnknown || existing.State == StateClaimed && !t.Now.Before(existing.Lease)) {
 		return existing, ErrNotOwner
 	}
-	next := existing
-	next.State = to
-	next.UpdatedAt = t.Now
-	if to == StateCompleted {
-		next.Result = t.Result
-		next.ResultOmitted = t.ResultOmitted
-		next.ExpiresAt = t.Now.Add(t.Window)
-	}
-	return next, nil
+	return moved(existing, to, t), nil
 }
 
 // PauseReceipt is the receipt Pause (DecisionPaused) and Resume (DecisionResumed) append.
