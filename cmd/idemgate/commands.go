@@ -185,12 +185,8 @@ func (c *cli) pending(args []string) error {
 	f := c.newFlags("pending", "[flags]", "Lists every claim whose outcome is unknown and that blocks its key\n"+
 		"(state unknown, or claimed with its lease passed), oldest first, with the withheld call.", true)
 	limit := f.Int("limit", 0, "show at most N (0: all)")
-	pos, err := f.parse(args)
-	if err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
 	}
 	if *limit < 0 {
 		return usagef("--limit must not be negative")
@@ -491,12 +487,8 @@ func (c *cli) resume(args []string) error {
 
 func (c *cli) pauses(args []string) error {
 	f := c.newFlags("pauses", "[flags]", "Lists the pauses in force.", true)
-	pos, err := f.parse(args)
-	if err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
 	}
 	ctx, st, done, err := c.session(f)
 	if err != nil {
@@ -592,12 +584,8 @@ func (c *cli) census(args []string) error {
 func (c *cli) sweep(args []string) error {
 	f := c.newFlags("sweep", "[flags]", "Removes the records past their window once (receipts are kept) and reports how many.", true)
 	limit := f.Int("limit", 0, "remove at most N (0: all that expired)")
-	pos, err := f.parse(args)
-	if err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
 	}
 	if *limit < 0 {
 		return usagef("--limit must not be negative")

@@ -172,6 +172,18 @@ func (f *flags) parse(args []string) ([]string, error) {
 	}
 }
 
+// parseNone parses args for a command that takes flags only.
+func (f *flags) parseNone(args []string) error {
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
 // session opens the store named by --store for one command, under the command's
 // timeout; done closes both.
 func (c *cli) session(f *flags) (context.Context, storeopen.Store, func(), error) {

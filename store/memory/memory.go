@@ -70,6 +70,12 @@ func (s *Store) Abandon(_ context.Context, t store.Transition) error {
 }
 
 func (s *Store) transition(to store.State, t store.Transition) error {
+	return s.move(t, store.ErrNotOwner, func(r store.Record) (store.Record, error) { return store.Apply(r, to, t) })
+}
+
+// move applies rule to t.Key's record and appends t's receipt, in one locked step;
+// missing is the error for a key with no record.
+func (s *Store) move(t store.Transition, missing error, rule func(store.Record) (store.Record, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -77,9 +83,9 @@ func (s *Store) transition(to store.State, t store.Transition) error {
 	}
 	existing, found := s.records[t.Key]
 	if !found {
-		return store.ErrNotOwner
+		return missing
 	}
-	next, err := store.Apply(existing, to, t)
+	next, err := rule(existing)
 	if err != nil {
 		return err
 	}
@@ -187,23 +193,7 @@ func (s *Store) Pending(_ context.Context, now time.Time, limit int) ([]store.Re
 
 // Resolve settles a blocking record; see store.ApplyResolve.
 func (s *Store) Resolve(_ context.Context, t store.Transition, to store.State) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return s.fail
-	}
-	existing, found := s.records[t.Key]
-	if !found {
-		return store.ErrNotFound
-	}
-	next, err := store.ApplyResolve(existing, to, t)
-	if err != nil {
-		return err
-	}
-	next.Result = slices.Clone(next.Result)
-	s.records[t.Key] = next
-	s.appendLocked(t.ReceiptWithTime())
-	return nil
+	return s.move(t, store.ErrNotFound, func(r store.Record) (store.Record, error) { return store.ApplyResolve(r, to, t) })
 }
 
 // Pause stores p, replacing a pause of the same scope.
