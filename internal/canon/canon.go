@@ -1,10 +1,16 @@
-// Package canon is idemgate's one canonical encoding of activity arguments: JSON with
-// sorted object keys, struct fields under their JSON names, times in UTC, and no
-// values that have no stable form (channels, funcs, complex numbers, NaN, ±Inf).
+// Package canon is idemgate's one canonical encoding of activity arguments: the JSON
+// value encoding/json makes of them — the same fields under the same names, chosen by
+// the same rules — written with sorted object keys, times in UTC, and no values that
+// have no stable form (channels, funcs, complex numbers, NaN, ±Inf, pointer cycles).
 // The gate hashes it to detect a conflict and prints it as the withheld call.
+//
+// FuzzCanonMatchesJSON holds it to encoding/json: for every value it builds, the
+// canonical form decodes to the same JSON value encoding/json produces, or both refuse.
 package canon
 
 import (
+	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding"
 	"encoding/base64"
@@ -18,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -42,7 +49,13 @@ func pathSuffix(p string) string {
 	return " (at " + p + ")"
 }
 
-const maxDepth = 64
+// MaxDepth is how deeply objects and arrays may nest in one argument. encoding/json
+// has no such bound when encoding, but its decoder stops at 10000 levels and the
+// bound keeps a runaway value (a very long linked list) from exhausting the stack.
+const MaxDepth = 1000
+
+// maxPath is how long an error path grows before its outer part is elided.
+const maxPath = 200
 
 // Encode appends the canonical JSON of args, as a JSON array, to dst.
 func Encode(dst []byte, args []any) ([]byte, error) {
@@ -52,7 +65,7 @@ func Encode(dst []byte, args []any) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		e := encoder{buf: dst, arg: i}
-		if err := e.value(reflect.ValueOf(a), 0); err != nil {
+		if err := e.value(reflect.ValueOf(a), false); err != nil {
 			return nil, err
 		}
 		dst = e.buf
@@ -85,8 +98,9 @@ func EncodeHash(args []any) ([]byte, string, error) {
 }
 
 // Field returns the canonical JSON of the first argument field named name: a struct
-// field by its JSON name or Go name, or a string-keyed map entry; matching is
-// case-insensitive. ok is false when no argument has it.
+// field encoding/json writes (the one it keeps when embedded fields share a name) by
+// its JSON name or, failing that, its Go name, or a string-keyed map entry; matching is
+// case-insensitive, an exact JSON name first. ok is false when no argument has it.
 func Field(args []any, name string) (value []byte, ok bool, err error) {
 	for i, a := range args {
 		v := indirect(reflect.ValueOf(a))
@@ -94,13 +108,14 @@ func Field(args []any, name string) (value []byte, ok bool, err error) {
 			continue
 		}
 		var fv reflect.Value
+		var quoted bool
 		switch v.Kind() {
 		case reflect.Struct:
-			for _, f := range fieldsOf(v.Type()) {
-				if strings.EqualFold(f.name, name) || strings.EqualFold(f.goName, name) {
-					fv = v.FieldByIndex(f.index)
-					break
+			if f := lookup(fieldsOf(v.Type()), name); f != nil {
+				if fv, ok = fieldByIndex(v, f.index); !ok {
+					fv = reflect.Value{} // behind a nil embedded pointer: encoding/json leaves it out
 				}
+				quoted = f.quoted
 			}
 		case reflect.Map:
 			if v.Type().Key().Kind() == reflect.String {
@@ -115,13 +130,33 @@ func Field(args []any, name string) (value []byte, ok bool, err error) {
 		}
 		if fv.IsValid() {
 			e := encoder{arg: i}
-			if err := e.value(fv, 1); err != nil {
+			if err := e.value(fv, quoted); err != nil {
 				return nil, false, err
 			}
 			return e.buf, true, nil
 		}
 	}
 	return nil, false, nil
+}
+
+// lookup finds a field by exact JSON name, then by JSON name or Go name ignoring case.
+func lookup(fields []field, name string) *field {
+	for i := range fields {
+		if fields[i].name == name {
+			return &fields[i]
+		}
+	}
+	for i := range fields {
+		if strings.EqualFold(fields[i].name, name) {
+			return &fields[i]
+		}
+	}
+	for i := range fields {
+		if strings.EqualFold(fields[i].goName, name) {
+			return &fields[i]
+		}
+	}
+	return nil
 }
 
 func indirect(v reflect.Value) reflect.Value {
@@ -135,8 +170,18 @@ func indirect(v reflect.Value) reflect.Value {
 }
 
 type encoder struct {
-	buf []byte
-	arg int
+	buf   []byte
+	arg   int
+	depth int   // objects and arrays open around the current value
+	open  []ref // pointers, maps and slices being encoded around the current value
+}
+
+// ref identifies a pointer, map or slice by type, address and (for slices) length,
+// as encoding/json does to detect a cycle.
+type ref struct {
+	t reflect.Type
+	p uintptr
+	n int
 }
 
 func (e *encoder) fail(reason string) error {
@@ -146,9 +191,38 @@ func (e *encoder) fail(reason string) error {
 // at prefixes the path of a failure inside a container; the happy path builds no paths.
 func at(err error, segment func() string) error {
 	if ce, ok := err.(*Error); ok {
-		ce.Path = segment() + ce.Path
+		switch {
+		case strings.HasPrefix(ce.Path, "…"):
+		case len(ce.Path) >= maxPath:
+			ce.Path = "…" + ce.Path
+		default:
+			ce.Path = segment() + ce.Path
+		}
 	}
 	return err
+}
+
+// enter records that the value of r is being encoded; a value already open around
+// it is a cycle. leave must follow a nil error.
+func (e *encoder) enter(r ref) error {
+	for _, o := range e.open {
+		if o == r {
+			return e.fail(fmt.Sprintf("a cycle: this %s refers back to a value that contains it "+
+				"(encoding/json refuses it too); pass the data without the back-reference", r.t))
+		}
+	}
+	e.open = append(e.open, r)
+	return nil
+}
+
+func (e *encoder) leave() { e.open = e.open[:len(e.open)-1] }
+
+// nest opens an object or array level.
+func (e *encoder) nest() error {
+	if e.depth++; e.depth > MaxDepth {
+		return e.fail(fmt.Sprintf("nested deeper than %d levels", MaxDepth))
+	}
+	return nil
 }
 
 var (
@@ -156,142 +230,248 @@ var (
 	jsonNumberType    = reflect.TypeFor[json.Number]()
 	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+	isZeroerType      = reflect.TypeFor[interface{ IsZero() bool }]()
 )
 
-func (e *encoder) value(v reflect.Value, depth int) error {
-	if depth > maxDepth {
-		return e.fail("nested deeper than 64 levels (a cycle?)")
-	}
+// value encodes v as encoding/json's encoder for v's type would; quoted is the
+// `string` option of the field v came from.
+func (e *encoder) value(v reflect.Value, quoted bool) error {
 	if !v.IsValid() {
 		e.buf = append(e.buf, "null"...)
 		return nil
 	}
 	t := v.Type()
+	k := t.Kind()
 	if t == timeType {
-		tm := v.Interface().(time.Time)
-		e.buf = append(e.buf, '"')
-		e.buf = tm.UTC().AppendFormat(e.buf, time.RFC3339Nano)
-		e.buf = append(e.buf, '"')
-		return nil
+		return e.time(v)
 	}
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
+	if k == reflect.Pointer || k == reflect.Interface {
 		if v.IsNil() {
 			e.buf = append(e.buf, "null"...)
 			return nil
 		}
-		if v.Kind() == reflect.Pointer && t.Implements(jsonMarshalerType) {
-			return e.marshaler(v, depth)
+		if k == reflect.Interface {
+			return e.value(v.Elem(), quoted)
 		}
-		return e.value(v.Elem(), depth+1)
+		if t.Elem() == timeType { // a *time.Time is its time, in UTC like any other
+			return e.time(v.Elem())
+		}
 	}
-	if t == jsonNumberType {
-		n := v.String()
-		if _, err := strconv.ParseFloat(n, 64); err != nil {
-			return e.fail("json.Number " + strconv.Quote(n) + " is not a number")
-		}
-		e.buf = append(e.buf, n...)
-		return nil
+	// encoding/json's order: a MarshalJSON of the addressable value's pointer, of the
+	// value, then the same for MarshalText.
+	if k != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(jsonMarshalerType) {
+		return e.marshalJSON(v.Addr())
 	}
 	if t.Implements(jsonMarshalerType) {
-		return e.marshaler(v, depth)
+		return e.marshalJSON(v)
 	}
-	if t.Kind() != reflect.String && t.Implements(textMarshalerType) {
-		txt, err := v.Interface().(encoding.TextMarshaler).MarshalText()
-		if err != nil {
-			return e.fail("MarshalText: " + err.Error())
+	if k != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(textMarshalerType) {
+		return e.marshalText(v.Addr())
+	}
+	if t.Implements(textMarshalerType) {
+		return e.marshalText(v)
+	}
+	switch k {
+	case reflect.Bool:
+		e.quote(quoted)
+		e.buf = strconv.AppendBool(e.buf, v.Bool())
+		e.quote(quoted)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		e.quote(quoted)
+		e.buf = strconv.AppendInt(e.buf, v.Int(), 10)
+		e.quote(quoted)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		e.quote(quoted)
+		e.buf = strconv.AppendUint(e.buf, v.Uint(), 10)
+		e.quote(quoted)
+	case reflect.Float32, reflect.Float64:
+		return e.float(v.Float(), t.Bits(), quoted)
+	case reflect.String:
+		return e.string(v, quoted)
+	case reflect.Struct:
+		return e.structure(v)
+	case reflect.Map:
+		return e.mapping(v)
+	case reflect.Slice:
+		return e.slice(v)
+	case reflect.Array:
+		return e.array(v)
+	case reflect.Pointer:
+		if err := e.enter(ref{t: t, p: v.Pointer()}); err != nil {
+			return err
 		}
-		e.str(string(txt))
+		if err := e.value(v.Elem(), quoted); err != nil {
+			return err
+		}
+		e.leave()
+	default:
+		return e.fail(fmt.Sprintf("a %s has no canonical form; pass plain data (structs, maps, slices, strings, numbers)", k))
+	}
+	return nil
+}
+
+func (e *encoder) quote(quoted bool) {
+	if quoted {
+		e.buf = append(e.buf, '"')
+	}
+}
+
+// time writes a time.Time in UTC, so that one instant has one form whatever its zone;
+// it refuses what time.Time.MarshalJSON refuses.
+func (e *encoder) time(v reflect.Value) error {
+	if !v.CanInterface() {
+		return e.fail("a time.Time in an unexported field has no canonical form")
+	}
+	tm := v.Interface().(time.Time)
+	if y := tm.Year(); y < 0 || y > 9999 {
+		return e.fail(fmt.Sprintf("the time %s has a year outside [0,9999] (JSON cannot carry it)", tm))
+	}
+	if _, off := tm.Zone(); off/60/60 >= 24 || off/60/60 <= -24 {
+		return e.fail(fmt.Sprintf("the time %s has a zone offset of 24 hours or more (JSON cannot carry it)", tm))
+	}
+	e.buf = append(e.buf, '"')
+	e.buf = tm.UTC().AppendFormat(e.buf, time.RFC3339Nano)
+	e.buf = append(e.buf, '"')
+	return nil
+}
+
+func (e *encoder) string(v reflect.Value, quoted bool) error {
+	if v.Type() == jsonNumberType {
+		n := v.String()
+		if n == "" {
+			n = "0" // encoding/json writes the zero Number as 0
+		}
+		if !isValidNumber(n) {
+			return e.fail("json.Number " + strconv.Quote(n) + " is not a JSON number")
+		}
+		e.quote(quoted)
+		e.buf = append(e.buf, n...)
+		e.quote(quoted)
 		return nil
 	}
-	switch v.Kind() {
-	case reflect.Bool:
-		e.buf = strconv.AppendBool(e.buf, v.Bool())
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		e.buf = strconv.AppendInt(e.buf, v.Int(), 10)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		e.buf = strconv.AppendUint(e.buf, v.Uint(), 10)
-	case reflect.Float32, reflect.Float64:
-		return e.float(v.Float(), t.Bits())
-	case reflect.String:
-		e.str(v.String())
-	case reflect.Struct:
-		return e.structure(v, depth)
-	case reflect.Map:
-		return e.mapping(v, depth)
-	case reflect.Slice:
-		if v.IsNil() {
-			e.buf = append(e.buf, "null"...)
-			return nil
+	if quoted {
+		// The `string` option: the JSON text of the string, as a string.
+		inner, err := json.Marshal(v.String())
+		if err != nil {
+			return e.fail(err.Error())
 		}
-		if t.Elem().Kind() == reflect.Uint8 {
+		e.str(string(inner))
+		return nil
+	}
+	e.str(v.String())
+	return nil
+}
+
+// float writes f as encoding/json does (ES6 number formatting).
+func (e *encoder) float(f float64, bits int, quoted bool) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return e.fail(fmt.Sprintf("%v has no canonical form (JSON cannot carry it)", f))
+	}
+	e.quote(quoted)
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21)) {
+		format = 'e'
+	}
+	e.buf = strconv.AppendFloat(e.buf, f, format, -1, bits)
+	if format == 'e' { // e-09 → e-9
+		if n := len(e.buf); n >= 4 && e.buf[n-4] == 'e' && e.buf[n-3] == '-' && e.buf[n-2] == '0' {
+			e.buf[n-2] = e.buf[n-1]
+			e.buf = e.buf[:n-1]
+		}
+	}
+	e.quote(quoted)
+	return nil
+}
+
+func (e *encoder) slice(v reflect.Value) error {
+	if v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	t := v.Type()
+	if el := t.Elem(); el.Kind() == reflect.Uint8 {
+		if p := reflect.PointerTo(el); !p.Implements(jsonMarshalerType) && !p.Implements(textMarshalerType) {
 			e.buf = append(e.buf, '"')
 			e.buf = base64.StdEncoding.AppendEncode(e.buf, v.Bytes())
 			e.buf = append(e.buf, '"')
 			return nil
 		}
-		return e.array(v, depth)
-	case reflect.Array:
-		return e.array(v, depth)
-	default:
-		return e.fail(fmt.Sprintf("a %s has no canonical form; pass plain data (structs, maps, slices, strings, numbers)", v.Kind()))
 	}
+	if !mayRefer(t.Elem()) {
+		return e.array(v)
+	}
+	if err := e.enter(ref{t: t, p: v.Pointer(), n: v.Len()}); err != nil {
+		return err
+	}
+	if err := e.array(v); err != nil {
+		return err
+	}
+	e.leave()
 	return nil
 }
 
-func (e *encoder) float(f float64, bits int) error {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return e.fail(fmt.Sprintf("%v has no canonical form (JSON cannot carry it)", f))
+// mayRefer says whether a value of t can hold a pointer, map or slice (and so be part of a cycle).
+func mayRefer(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return false
 	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	e.buf = strconv.AppendFloat(e.buf, f, format, -1, bits)
-	return nil
+	return true
 }
 
-func (e *encoder) array(v reflect.Value, depth int) error {
+func (e *encoder) array(v reflect.Value) error {
+	if err := e.nest(); err != nil {
+		return err
+	}
 	e.buf = append(e.buf, '[')
 	for i := range v.Len() {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
-		if err := e.value(v.Index(i), depth+1); err != nil {
+		if err := e.value(v.Index(i), false); err != nil {
 			return at(err, func() string { return "[" + strconv.Itoa(i) + "]" })
 		}
 	}
 	e.buf = append(e.buf, ']')
+	e.depth--
 	return nil
 }
 
-func (e *encoder) structure(v reflect.Value, depth int) error {
+func (e *encoder) structure(v reflect.Value) error {
+	if err := e.nest(); err != nil {
+		return err
+	}
 	e.buf = append(e.buf, '{')
 	first := true
-	for _, f := range fieldsOf(v.Type()) {
+	fields := fieldsOf(v.Type())
+	for i := range fields {
+		f := &fields[i]
 		fv, ok := fieldByIndex(v, f.index)
-		if !ok || f.omitEmpty && fv.IsZero() {
+		if !ok || f.omitEmpty && isEmptyValue(fv) || f.omitZero && f.isZero(fv) {
 			continue
 		}
 		if !first {
 			e.buf = append(e.buf, ',')
 		}
 		first = false
-		e.buf = append(e.buf, f.quoted...)
+		e.buf = append(e.buf, f.quotedName...)
 		e.buf = append(e.buf, ':')
-		if err := e.value(fv, depth+1); err != nil {
+		if err := e.value(fv, f.quoted); err != nil {
 			return at(err, func() string { return "." + f.goName })
 		}
 	}
 	e.buf = append(e.buf, '}')
+	e.depth--
 	return nil
 }
 
 // fieldByIndex follows embedded pointers; ok is false through a nil one.
 func fieldByIndex(v reflect.Value, index []int) (reflect.Value, bool) {
-	for i, x := range index {
-		if i > 0 && v.Kind() == reflect.Pointer {
+	for _, x := range index {
+		if v.Kind() == reflect.Pointer {
 			if v.IsNil() {
 				return reflect.Value{}, false
 			}
@@ -302,14 +482,43 @@ func fieldByIndex(v reflect.Value, index []int) (reflect.Value, bool) {
 	return v, true
 }
 
-func (e *encoder) mapping(v reflect.Value, depth int) error {
+// isEmptyValue is encoding/json's test for omitempty.
+func isEmptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Interface, reflect.Pointer:
+		return v.IsZero()
+	}
+	return false
+}
+
+func (e *encoder) mapping(v reflect.Value) error {
+	t := v.Type()
+	switch t.Key().Kind() {
+	case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+	default:
+		if !t.Key().Implements(textMarshalerType) {
+			return e.fail(fmt.Sprintf("a map keyed by %s has no canonical form", t.Key()))
+		}
+	}
 	if v.IsNil() {
 		e.buf = append(e.buf, "null"...)
 		return nil
 	}
+	if err := e.enter(ref{t: t, p: v.Pointer()}); err != nil {
+		return err
+	}
+	if err := e.nest(); err != nil {
+		return err
+	}
 	type kv struct {
-		k string
-		v reflect.Value
+		k   string
+		v   reflect.Value
+		enc []byte // the encoded value, only where two keys are written alike
 	}
 	entries := make([]kv, 0, v.Len())
 	iter := v.MapRange()
@@ -318,9 +527,27 @@ func (e *encoder) mapping(v reflect.Value, depth int) error {
 		if err != nil {
 			return err
 		}
-		entries = append(entries, kv{k, iter.Value()})
+		entries = append(entries, kv{k: k, v: iter.Value()})
 	}
 	slices.SortFunc(entries, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+	// Distinct keys that MarshalText writes alike: order them by value so that the
+	// form does not depend on the map's iteration order.
+	for i := 1; i < len(entries); i++ {
+		if entries[i].k != entries[i-1].k {
+			continue
+		}
+		for j := range entries {
+			sub := encoder{arg: e.arg, depth: e.depth, open: e.open}
+			if err := sub.value(entries[j].v, false); err != nil {
+				return at(err, func() string { return "[" + strconv.Quote(entries[j].k) + "]" })
+			}
+			entries[j].enc = sub.buf
+		}
+		slices.SortStableFunc(entries, func(a, b kv) int {
+			return cmp.Or(strings.Compare(a.k, b.k), bytes.Compare(a.enc, b.enc))
+		})
+		break
+	}
 	e.buf = append(e.buf, '{')
 	for i, en := range entries {
 		if i > 0 {
@@ -328,19 +555,32 @@ func (e *encoder) mapping(v reflect.Value, depth int) error {
 		}
 		e.str(en.k)
 		e.buf = append(e.buf, ':')
-		if err := e.value(en.v, depth+1); err != nil {
+		if en.enc != nil {
+			e.buf = append(e.buf, en.enc...)
+			continue
+		}
+		if err := e.value(en.v, false); err != nil {
 			return at(err, func() string { return "[" + strconv.Quote(en.k) + "]" })
 		}
 	}
 	e.buf = append(e.buf, '}')
+	e.depth--
+	e.leave()
 	return nil
 }
 
+// mapKey names a map entry as encoding/json does.
 func (e *encoder) mapKey(k reflect.Value) (string, error) {
 	if k.Kind() == reflect.String {
 		return k.String(), nil
 	}
 	if k.Type().Implements(textMarshalerType) {
+		if k.Kind() == reflect.Pointer && k.IsNil() {
+			return "", nil
+		}
+		if k.Kind() == reflect.Interface && k.IsNil() {
+			return "", e.fail("a nil map key has no canonical form")
+		}
 		txt, err := k.Interface().(encoding.TextMarshaler).MarshalText()
 		if err != nil {
 			return "", e.fail("map key MarshalText: " + err.Error())
@@ -356,19 +596,45 @@ func (e *encoder) mapKey(k reflect.Value) (string, error) {
 	return "", e.fail(fmt.Sprintf("a map keyed by %s has no canonical form", k.Type()))
 }
 
-// marshaler canonicalises a json.Marshaler's output by decoding and re-encoding it.
-func (e *encoder) marshaler(v reflect.Value, depth int) error {
+// marshalJSON canonicalises a json.Marshaler's output by decoding and re-encoding it.
+func (e *encoder) marshalJSON(v reflect.Value) error {
+	if v.Kind() == reflect.Pointer && v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if !v.CanInterface() {
+		return e.fail(fmt.Sprintf("a %s in an unexported field has no canonical form", v.Type()))
+	}
 	raw, err := v.Interface().(json.Marshaler).MarshalJSON()
 	if err != nil {
 		return e.fail("MarshalJSON: " + err.Error())
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	if !json.Valid(raw) {
+		return e.fail(fmt.Sprintf("MarshalJSON of %s returned invalid JSON", v.Type()))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var x any
 	if err := dec.Decode(&x); err != nil {
 		return e.fail("MarshalJSON returned invalid JSON: " + err.Error())
 	}
-	return e.value(reflect.ValueOf(x), depth+1)
+	return e.value(reflect.ValueOf(x), false)
+}
+
+func (e *encoder) marshalText(v reflect.Value) error {
+	if v.Kind() == reflect.Pointer && v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if !v.CanInterface() {
+		return e.fail(fmt.Sprintf("a %s in an unexported field has no canonical form", v.Type()))
+	}
+	txt, err := v.Interface().(encoding.TextMarshaler).MarshalText()
+	if err != nil {
+		return e.fail("MarshalText: " + err.Error())
+	}
+	e.str(string(txt))
+	return nil
 }
 
 func (e *encoder) str(s string) {
@@ -420,61 +686,237 @@ func (e *encoder) str(s string) {
 
 const hexDigits = "0123456789abcdef"
 
+// isValidNumber is encoding/json's grammar of a JSON number (RFC 8259).
+func isValidNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s[0] == '-' {
+		if s = s[1:]; s == "" {
+			return false
+		}
+	}
+	switch {
+	case s[0] == '0':
+		s = s[1:]
+	case '1' <= s[0] && s[0] <= '9':
+		s = strings.TrimLeft(s[1:], "0123456789")
+	default:
+		return false
+	}
+	if len(s) >= 2 && s[0] == '.' && '0' <= s[1] && s[1] <= '9' {
+		s = strings.TrimLeft(s[2:], "0123456789")
+	}
+	if len(s) >= 2 && (s[0] == 'e' || s[0] == 'E') {
+		s = s[1:]
+		if s[0] == '+' || s[0] == '-' {
+			if s = s[1:]; s == "" {
+				return false
+			}
+		}
+		s = strings.TrimLeft(s, "0123456789")
+	}
+	return s == ""
+}
+
+// field is a struct field encoding/json writes.
 type field struct {
-	name      string
-	goName    string
-	quoted    []byte
-	index     []int
-	omitEmpty bool
+	name       string
+	goName     string
+	quotedName []byte // name as a JSON string
+	index      []int
+	tag        bool // the name came from a json tag
+	typ        reflect.Type
+	omitEmpty  bool
+	omitZero   bool
+	isZero     func(reflect.Value) bool // for omitzero
+	quoted     bool                     // the `string` option, on a type it applies to
 }
 
 var fieldCache sync.Map // reflect.Type -> []field
 
-// fieldsOf lists a struct's exported fields the way encoding/json names them,
-// flattening untagged embedded structs, sorted by JSON name.
+// fieldsOf lists the fields encoding/json writes for struct type t, sorted by JSON
+// name. It is encoding/json's typeFields: embedded structs (also through a pointer,
+// also unexported ones with exported fields) are flattened level by level, a type
+// seen at an earlier level is not walked again, and of fields sharing a name the
+// shallowest wins, a tagged one over an untagged one at the same depth; two left
+// at the same depth and tagging are both dropped.
 func fieldsOf(t reflect.Type) []field {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.([]field)
 	}
-	var out []field
-	seen := map[string]bool{}
-	var walk func(t reflect.Type, index []int)
-	walk = func(t reflect.Type, index []int) {
-		for i := range t.NumField() {
-			sf := t.Field(i)
-			tag := sf.Tag.Get("json")
-			if tag == "-" {
+	f, _ := fieldCache.LoadOrStore(t, typeFields(t))
+	return f.([]field)
+}
+
+func typeFields(t reflect.Type) []field {
+	current := []field{}
+	next := []field{{typ: t}}
+	var count, nextCount map[reflect.Type]int
+	visited := map[reflect.Type]bool{}
+	var fields []field
+
+	for len(next) > 0 {
+		current, next = next, current[:0]
+		count, nextCount = nextCount, map[reflect.Type]int{}
+		for _, f := range current {
+			if visited[f.typ] {
 				continue
 			}
-			name, opts, _ := strings.Cut(tag, ",")
-			idx := append(slices.Clone(index), i)
-			if sf.Anonymous && name == "" {
-				ft := sf.Type
-				if ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
-				}
-				if ft.Kind() == reflect.Struct {
-					walk(ft, idx)
+			visited[f.typ] = true
+			for i := range f.typ.NumField() {
+				sf := f.typ.Field(i)
+				if sf.Anonymous {
+					et := sf.Type
+					if et.Kind() == reflect.Pointer {
+						et = et.Elem()
+					}
+					if !sf.IsExported() && et.Kind() != reflect.Struct {
+						continue // an embedded unexported non-struct type
+					}
+					// An embedded unexported struct type may have exported fields.
+				} else if !sf.IsExported() {
 					continue
 				}
+				tag := sf.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, opts, _ := strings.Cut(tag, ",")
+				if !isValidTag(name) {
+					name = ""
+				}
+				index := make([]int, len(f.index)+1)
+				copy(index, f.index)
+				index[len(f.index)] = i
+
+				ft := sf.Type
+				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				quoted := false
+				if hasOption(opts, "string") {
+					switch ft.Kind() {
+					case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+						reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+						reflect.Float32, reflect.Float64, reflect.String:
+						quoted = true
+					}
+				}
+				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
+					tagged := name != ""
+					if name == "" {
+						name = sf.Name
+					}
+					q, _ := json.Marshal(name)
+					fld := field{name: name, goName: sf.Name, quotedName: q, index: index, tag: tagged, typ: ft,
+						omitEmpty: hasOption(opts, "omitempty"), omitZero: hasOption(opts, "omitzero"), quoted: quoted}
+					if fld.omitZero {
+						fld.isZero = zeroTest(sf.Type)
+					}
+					fields = append(fields, fld)
+					if count[f.typ] > 1 {
+						// The type is embedded twice at this level: add a second copy so
+						// that the field is seen as ambiguous below.
+						fields = append(fields, fields[len(fields)-1])
+					}
+					continue
+				}
+				// An embedded struct to walk at the next level.
+				nextCount[ft]++
+				if nextCount[ft] == 1 {
+					next = append(next, field{name: ft.Name(), index: index, typ: ft})
+				}
 			}
-			if !sf.IsExported() {
-				continue
-			}
-			if name == "" {
-				name = sf.Name
-			}
-			if seen[name] {
-				continue
-			}
-			seen[name] = true
-			q, _ := json.Marshal(name)
-			out = append(out, field{name: name, goName: sf.Name, quoted: q, index: idx,
-				omitEmpty: strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,")})
 		}
 	}
-	walk(t, nil)
-	slices.SortFunc(out, func(a, b field) int { return strings.Compare(a.name, b.name) })
-	fieldCache.Store(t, out)
-	return out
+
+	slices.SortFunc(fields, func(a, b field) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(len(a.index), len(b.index)); c != 0 {
+			return c
+		}
+		if a.tag != b.tag {
+			if a.tag {
+				return -1
+			}
+			return +1
+		}
+		return slices.Compare(a.index, b.index)
+	})
+	// Of the fields sharing a name, keep the dominant one, or none when it is ambiguous.
+	out := fields[:0]
+	for advance, i := 0, 0; i < len(fields); i += advance {
+		name := fields[i].name
+		for advance = 1; i+advance < len(fields) && fields[i+advance].name == name; advance++ {
+		}
+		same := fields[i : i+advance]
+		if len(same) > 1 && len(same[0].index) == len(same[1].index) && same[0].tag == same[1].tag {
+			continue
+		}
+		out = append(out, same[0])
+	}
+	return slices.Clip(out)
+}
+
+func hasOption(opts, name string) bool {
+	for opts != "" {
+		var o string
+		o, opts, _ = strings.Cut(opts, ",")
+		if o == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isValidTag is encoding/json's test for a usable tag name.
+func isValidTag(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
+}
+
+// zeroTest is encoding/json's omitzero test for a field of type t: its IsZero
+// method when it has one, else the zero value.
+func zeroTest(t reflect.Type) func(reflect.Value) bool {
+	type isZeroer interface{ IsZero() bool }
+	switch {
+	case t.Kind() == reflect.Interface && t.Implements(isZeroerType):
+		return func(v reflect.Value) bool {
+			return v.IsNil() || v.Elem().Kind() == reflect.Pointer && v.Elem().IsNil() ||
+				v.CanInterface() && v.Interface().(isZeroer).IsZero()
+		}
+	case t.Kind() == reflect.Pointer && t.Implements(isZeroerType):
+		return func(v reflect.Value) bool {
+			return v.IsNil() || v.CanInterface() && v.Interface().(isZeroer).IsZero()
+		}
+	case t.Implements(isZeroerType):
+		return func(v reflect.Value) bool {
+			return v.CanInterface() && v.Interface().(isZeroer).IsZero()
+		}
+	case reflect.PointerTo(t).Implements(isZeroerType):
+		return func(v reflect.Value) bool {
+			if !v.CanInterface() {
+				return false
+			}
+			if !v.CanAddr() {
+				v2 := reflect.New(v.Type()).Elem()
+				v2.Set(v)
+				v = v2
+			}
+			return v.Addr().Interface().(isZeroer).IsZero()
+		}
+	}
+	return reflect.Value.IsZero
 }

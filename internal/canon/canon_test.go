@@ -3,7 +3,10 @@ package canon_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +144,159 @@ func BenchmarkEncodeHashFiveFields(b *testing.B) {
 		if _, _, err := canon.EncodeHash(args); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Person is embedded by Contact, whose own Name shadows Person's.
+type Person struct {
+	Name  string
+	Email string
+}
+
+type Contact struct {
+	Person
+	Name string
+}
+
+func TestShadowedEmbeddedFieldFollowsEncodingJSON(t *testing.T) {
+	bob, alice := Contact{Name: "bob"}, Contact{Name: "alice"}
+	if enc(t, bob) == enc(t, alice) {
+		t.Fatalf("bob and alice encode alike: %s", enc(t, bob))
+	}
+	for _, c := range []Contact{bob, alice, {Person: Person{Name: "inner", Email: "e@x"}, Name: "outer"}} {
+		want, err := json.Marshal([]any{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := enc(t, c); !sameJSON(got, string(want)) {
+			t.Errorf("Encode(%+v) = %s, encoding/json = %s", c, got, want)
+		}
+	}
+	v, ok, err := canon.Field([]any{bob}, "Name")
+	if err != nil || !ok || string(v) != `"bob"` {
+		t.Fatalf(`Field(bob, "Name") = %s %v %v, want "bob"`, v, ok, err)
+	}
+
+	// The other rules of encoding/json's field selection.
+	type Tagged struct {
+		Name string `json:"Name"`
+	}
+	type Plain struct{ Name string }
+	type Other struct{ Name string }
+	type hidden struct{ Visible string }
+	type Bits struct {
+		Count int             `json:",string"`
+		Ratio float64         `json:"ratio,string"`
+		Flag  *bool           `json:"flag,string"`
+		Label string          `json:"label,string"`
+		Empty struct{ A int } `json:"empty,omitempty"`
+		None  [0]int          `json:"none,omitempty"`
+		Zero  [1]int          `json:"zero,omitempty"`
+		When  time.Time       `json:"when,omitzero"`
+		Bad   string          `json:"a\"b"`
+	}
+	yes := true
+	cases := map[string]any{
+		"tagged beats untagged at one depth": struct {
+			Plain
+			Tagged
+		}{Plain{"plain"}, Tagged{"tagged"}},
+		"ambiguous fields are dropped": struct {
+			Plain
+			Other
+			Keep int
+		}{Plain{"p"}, Other{"o"}, 1},
+		"embedded pointer, nil and set": []any{struct{ *Plain }{}, struct{ *Plain }{&Plain{"x"}}},
+		"unexported embedded struct":    struct{ hidden }{hidden{"v"}},
+		"options":                       Bits{Count: 7, Ratio: 1e-7, Flag: &yes, Label: `a"<b>`, Bad: "b"},
+	}
+	for name, v := range cases {
+		want, err := json.Marshal([]any{v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := enc(t, v); !sameJSON(got, string(want)) {
+			t.Errorf("%s: Encode = %s\nencoding/json = %s", name, got, want)
+		}
+	}
+}
+
+// sameJSON says whether two JSON texts are the same value (object keys in any order).
+func sameJSON(a, b string) bool {
+	var x, y any
+	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
+}
+
+func TestSelfEmbeddingTypeEncodesLikeEncodingJSON(t *testing.T) {
+	type Node struct {
+		*Node
+		Val int
+	}
+	done := make(chan string, 1)
+	go func() {
+		b, err := canon.Encode(nil, []any{Node{Val: 1}, Node{Node: &Node{Val: 2}, Val: 1}})
+		done <- fmt.Sprint(string(b), " ", err)
+	}()
+	select {
+	case got := <-done:
+		if want := `[{"Val":1},{"Val":1}] <nil>`; got != want {
+			t.Fatalf("Encode = %s, want %s (encoding/json's form)", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Encode of a self-embedding type did not return")
+	}
+}
+
+func TestPointerCycleIsRefusedNamingArgumentAndPath(t *testing.T) {
+	type List struct {
+		Val  int
+		Next *List
+	}
+	loop := &List{Val: 1}
+	loop.Next = &List{Val: 2, Next: loop}
+	m := map[string]any{"a": 1}
+	m["self"] = m
+	s := []any{1, nil}
+	s[1] = s
+	var x any
+	x = &x
+	cases := []struct {
+		name string
+		args []any
+		arg  int
+		path string
+	}{
+		{"pointer", []any{"tenant", loop}, 1, ".Next.Next"},
+		{"map", []any{m}, 0, `["self"]`},
+		{"slice", []any{1, 2, s}, 2, "[1]"},
+		{"interface", []any{&x}, 0, ""},
+	}
+	for _, c := range cases {
+		_, err := canon.Encode(nil, c.args)
+		var ce *canon.Error
+		if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "cycle") {
+			t.Fatalf("%s: err = %v, want a *canon.Error about a cycle", c.name, err)
+		}
+		if ce.Arg != c.arg || ce.Path != c.path {
+			t.Errorf("%s: error at argument %d path %q, want %d %q (%v)", c.name, ce.Arg, ce.Path, c.arg, c.path, err)
+		}
+		if _, jerr := json.Marshal(c.args); jerr == nil {
+			t.Errorf("%s: encoding/json accepts it", c.name)
+		}
+	}
+	// Shared (not cyclic) pointers are fine, as in encoding/json.
+	shared := &List{Val: 3}
+	if got := enc(t, []*List{shared, shared}); got != `[[{"Next":null,"Val":3},{"Next":null,"Val":3}]]` {
+		t.Fatalf("shared pointer: %s", got)
+	}
+	// A deep but finite list is refused past MaxDepth with a bounded path.
+	var deep *List
+	for i := range canon.MaxDepth + 1 {
+		deep = &List{Val: i, Next: deep}
+	}
+	_, err := canon.Encode(nil, []any{deep})
+	var ce *canon.Error
+	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "nested deeper") || len(ce.Path) > 300 {
+		t.Fatalf("deep list: %v", err)
 	}
 }
