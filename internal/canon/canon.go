@@ -65,7 +65,7 @@ func Encode(dst []byte, args []any) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		e := encoder{buf: dst, arg: i}
-		if err := e.value(reflect.ValueOf(a), false); err != nil {
+		if err := e.top(reflect.ValueOf(a), false); err != nil {
 			return nil, err
 		}
 		dst = e.buf
@@ -130,7 +130,7 @@ func Field(args []any, name string) (value []byte, ok bool, err error) {
 		}
 		if fv.IsValid() {
 			e := encoder{arg: i}
-			if err := e.value(fv, quoted); err != nil {
+			if err := e.top(fv, quoted); err != nil {
 				return nil, false, err
 			}
 			return e.buf, true, nil
@@ -182,6 +182,27 @@ type ref struct {
 	t reflect.Type
 	p uintptr
 	n int
+}
+
+// top encodes one argument (or field); a panic in the argument's own methods
+// (MarshalJSON, MarshalText, IsZero) is refused as an error, not passed on.
+func (e *encoder) top(v reflect.Value, quoted bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = e.fail(fmt.Sprintf("encoding it panicked: %v", r))
+		}
+	}()
+	return e.value(v, quoted)
+}
+
+// method calls an argument's MarshalJSON or MarshalText, turning a panic into an error.
+func method(call func() ([]byte, error)) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panicked: %v", r)
+		}
+	}()
+	return call()
 }
 
 func (e *encoder) fail(reason string) error {
@@ -581,7 +602,7 @@ func (e *encoder) mapKey(k reflect.Value) (string, error) {
 		if k.Kind() == reflect.Interface && k.IsNil() {
 			return "", e.fail("a nil map key has no canonical form")
 		}
-		txt, err := k.Interface().(encoding.TextMarshaler).MarshalText()
+		txt, err := method(k.Interface().(encoding.TextMarshaler).MarshalText)
 		if err != nil {
 			return "", e.fail("map key MarshalText: " + err.Error())
 		}
@@ -605,7 +626,7 @@ func (e *encoder) marshalJSON(v reflect.Value) error {
 	if !v.CanInterface() {
 		return e.fail(fmt.Sprintf("a %s in an unexported field has no canonical form", v.Type()))
 	}
-	raw, err := v.Interface().(json.Marshaler).MarshalJSON()
+	raw, err := method(v.Interface().(json.Marshaler).MarshalJSON)
 	if err != nil {
 		return e.fail("MarshalJSON: " + err.Error())
 	}
@@ -629,7 +650,7 @@ func (e *encoder) marshalText(v reflect.Value) error {
 	if !v.CanInterface() {
 		return e.fail(fmt.Sprintf("a %s in an unexported field has no canonical form", v.Type()))
 	}
-	txt, err := v.Interface().(encoding.TextMarshaler).MarshalText()
+	txt, err := method(v.Interface().(encoding.TextMarshaler).MarshalText)
 	if err != nil {
 		return e.fail("MarshalText: " + err.Error())
 	}
