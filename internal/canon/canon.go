@@ -272,6 +272,14 @@ func (e *encoder) value(v reflect.Value, quoted bool) error {
 			return nil
 		}
 		if k == reflect.Interface {
+			// Like encoding/json, an interface type with the method calls it on
+			// whatever it holds, a nil pointer included.
+			switch {
+			case t.Implements(jsonMarshalerType):
+				return e.callJSON(v.Elem())
+			case t.Implements(textMarshalerType):
+				return e.callText(v.Elem())
+			}
 			return e.value(v.Elem(), quoted)
 		}
 		if t.Elem() == timeType { // a *time.Time is its time, in UTC like any other
@@ -623,6 +631,10 @@ func (e *encoder) marshalJSON(v reflect.Value) error {
 		e.buf = append(e.buf, "null"...)
 		return nil
 	}
+	return e.callJSON(v)
+}
+
+func (e *encoder) callJSON(v reflect.Value) error {
 	if !v.CanInterface() {
 		return e.fail(fmt.Sprintf("a %s in an unexported field has no canonical form", v.Type()))
 	}
@@ -647,6 +659,10 @@ func (e *encoder) marshalText(v reflect.Value) error {
 		e.buf = append(e.buf, "null"...)
 		return nil
 	}
+	return e.callText(v)
+}
+
+func (e *encoder) callText(v reflect.Value) error {
 	if !v.CanInterface() {
 		return e.fail(fmt.Sprintf("a %s in an unexported field has no canonical form", v.Type()))
 	}

@@ -264,6 +264,7 @@ type (
 	SIface struct {
 		A any
 		M json.Marshaler
+		T encoding.TextMarshaler
 		L []any
 		E error
 	}
@@ -426,7 +427,7 @@ func (f *filler) fill(v reflect.Value, depth int) {
 	case reflect.TypeFor[time.Time]():
 		y := fuzzYears[s.n(len(fuzzYears))]
 		off := (s.n(61) - 30) * 30 * 60 // ±15 h in half hours
-		if s.n(16) == 0 {
+		if s.n(16) == 15 {
 			off = 25 * 3600
 		}
 		v.Set(reflect.ValueOf(time.Date(y, time.Month(1+s.n(12)), 1+s.n(31), s.n(24), s.n(60), s.n(60), s.n(4)*250_000_001,
@@ -480,7 +481,7 @@ func (f *filler) fill(v reflect.Value, depth int) {
 		if depth > 6 || s.n(3) == 0 {
 			return
 		}
-		if s.n(8) == 0 { // now and then, point back at a value being filled: a cycle
+		if s.n(8) == 7 { // now and then, point back at a value being filled: a cycle
 			for _, a := range f.ancestors {
 				if a.Type() == t {
 					v.Set(a)
@@ -515,6 +516,11 @@ func (f *filler) fill(v reflect.Value, depth int) {
 			x = reflect.ValueOf(MJ{V: int8(s.byte())})
 		case 7:
 			x = reflect.ValueOf(&PMJ{V: s.n(9)})
+			if s.n(4) == 3 {
+				x = reflect.ValueOf((*PMJ)(nil))
+			}
+		case 8:
+			x = reflect.ValueOf([]any{&Both{N: s.n(9)}, Both{N: s.n(9)}, TM(s.n(16)), (*PTM)(nil)}[s.n(4)])
 		default:
 			ft := fuzzTypes[s.n(len(fuzzTypes))]
 			if s.n(2) == 0 {
@@ -559,7 +565,7 @@ func (f *filler) fill(v reflect.Value, depth int) {
 			f.fill(e, depth+1)
 			m.SetMapIndex(k, e)
 		}
-		if s.n(10) == 0 && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.Interface {
+		if s.n(10) == 9 && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.Interface {
 			m.SetMapIndex(reflect.ValueOf("self").Convert(t.Key()), m) // a map that holds itself
 		}
 		v.Set(m)
@@ -572,7 +578,7 @@ func (f *filler) fill(v reflect.Value, depth int) {
 		for i := range n {
 			f.fill(sl.Index(i), depth+1)
 		}
-		if n > 0 && s.n(10) == 0 && t.Elem().Kind() == reflect.Interface {
+		if n > 0 && s.n(10) == 9 && t.Elem().Kind() == reflect.Interface {
 			sl.Index(n - 1).Set(sl) // a slice that holds itself
 		}
 		v.Set(sl)
