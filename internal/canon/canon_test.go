@@ -1,3 +1,5 @@
+//lint:file-ignore SA5008 odd json tags on purpose: how encoding/json reads them is under test
+
 package canon_test
 
 import (

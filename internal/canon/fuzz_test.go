@@ -1,3 +1,5 @@
+//lint:file-ignore SA5008 odd json tags on purpose: how encoding/json reads them is under test
+
 package canon_test
 
 import (
@@ -119,7 +121,8 @@ type TagB struct {
 
 type hidden struct {
 	Visible string
-	secret  int
+	//lint:ignore U1000 an unexported field encoding/json skips
+	secret int
 }
 
 type Node struct {
@@ -147,7 +150,8 @@ type (
 		F64 float64
 		S   string
 		Up  uintptr
-		x   int
+		//lint:ignore U1000 an unexported field encoding/json skips
+		x int
 	}
 	SShadow struct {
 		Base
