@@ -302,3 +302,17 @@ func TestPointerCycleIsRefusedNamingArgumentAndPath(t *testing.T) {
 		t.Fatalf("deep list: %v", err)
 	}
 }
+
+// Two map keys MarshalText writes alike: the form must not follow the map's iteration order.
+func TestCollidingMapKeysEncodeDeterministically(t *testing.T) {
+	m := map[*PTM]int{{S: "k"}: 1, {S: "k"}: 2, {S: "a"}: 3}
+	first := enc(t, m)
+	for range 50 {
+		if got := enc(t, m); got != first {
+			t.Fatalf("encodings differ: %s vs %s", got, first)
+		}
+	}
+	if want := `[{"ptm:a":3,"ptm:k":1,"ptm:k":2}]`; first != want {
+		t.Fatalf("Encode = %s, want %s", first, want)
+	}
+}
