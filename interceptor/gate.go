@@ -55,6 +55,8 @@ type call struct {
 	hash   string
 	owner  string
 	now    time.Time
+	// lease is this attempt's deadline: a give-back is retried until it passes.
+	lease time.Time
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
@@ -103,13 +105,13 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 
 	c.owner = newOwner()
-	lease := info.Deadline
-	if lease.IsZero() {
-		lease = c.now.Add(defaultLease)
+	c.lease = info.Deadline
+	if c.lease.IsZero() {
+		c.lease = c.now.Add(defaultLease)
 	}
 	cl := store.Claim{
 		Key: c.key, Activity: c.name, Effect: c.effect.String(), ArgsHash: c.hash, Args: c.args,
-		Owner: c.owner, Lease: lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
+		Owner: c.owner, Lease: c.lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: info.Attempt, Now: c.now,
 	}
 	faultpoint.Hit(faultpoint.BeforeClaim)
@@ -122,6 +124,15 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		}
 	}
 	if err != nil {
+		// The claim may have committed with its reply lost. The body did not run: give
+		// the claim back, unless that Begin could have taken over from an attempt that
+		// may have sent — then the key stays unknown.
+		cause := fmt.Errorf("idemgate: the claim failed (%w) and may have committed with its reply lost; the activity did not run", err)
+		if cl.TakeOver {
+			c.giveBack(c.r.opts.Store.Abandon, store.DecisionUnknown, cause)
+		} else {
+			c.giveBack(c.r.opts.Store.Release, store.DecisionReleased, cause)
+		}
 		return nil, c.storeDown("claim", err)
 	}
 	switch outcome {
@@ -199,10 +210,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	if err != nil {
 		obs := st.Observations()
 		if definite(err, obs) {
-			if rerr := c.transition(c.r.opts.Store.Release, store.DecisionReleased, nil, false, err); rerr != nil {
-				activity.GetLogger(c.ctx).Warn("idemgate: release not stored; the claim stays until its lease passes",
-					"activity", c.name, "key", c.key, "error", rerr)
-			}
+			c.giveBack(c.r.opts.Store.Release, store.DecisionReleased, err)
 			c.signal(store.DecisionReleased, err)
 			if o, ok := vendorConflict(obs); ok {
 				// Retrying would meet the same answer: the vendor holds this key for another payload.
