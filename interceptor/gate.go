@@ -32,6 +32,9 @@ const (
 // they run even when the attempt's own context is already done.
 const evidenceTimeout = 30 * time.Second
 
+// earlierReadTimeout bounds the read of an earlier attempt's receipt for a refusal.
+const earlierReadTimeout = 5 * time.Second
+
 func (r *root) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
 	a := &activityInbound{root: r}
 	a.Next = next
@@ -327,11 +330,18 @@ func (c *call) inFlight(rec store.Record) error {
 
 func (c *call) refuseUnknown(rec store.Record) error {
 	call := c.withheld()
+	call.Earlier = c.earlier(rec)
+	why, hint := "", ""
+	if e := call.Earlier; e != nil {
+		why = fmt.Sprintf(" (it failed with %q)", e.Error)
+		hint = " If that error was raised before anything was sent, mark it with interceptor.NotCommitted so a " +
+			"retry may run."
+	}
 	msg := fmt.Sprintf("idemgate: refused %s %s key %s: attempt %d (workflow %s, claimed %s) ended without proof of "+
-		"whether it reached the outside world, so it is not sent again. Withheld call: %s. Next step: check with "+
+		"whether it reached the outside world%s, so it is not sent again. Withheld call: %s. Next step: check with "+
 		"the vendor, then `idemgate resolve %s --sent --result FILE --reason ...` if it happened (the stored result "+
-		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).", c.effect, c.name, c.key,
-		rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), call, c.key)
+		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).%s", c.effect, c.name,
+		c.key, rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), why, call, c.key, hint)
 	hold := c.r.opts.HoldUnknown
 	// Held only while the record outlives the next retry: a key past its window is
 	// forgotten, and the retry after that would send the write again.
@@ -346,6 +356,26 @@ func (c *call) refuseUnknown(rec store.Record) error {
 	}
 	c.refuse(store.DecisionRefusedInFlight, msg, true)
 	return appError(msg, ErrTypeInFlight, true, 0, call)
+}
+
+// earlier reads the receipt of the attempt that left rec unknown (rec's owner:
+// same workflow, run and attempt), whose error a refusal quotes. nil when none is on
+// record — the attempt crashed or timed out — or the receipts cannot be read.
+func (c *call) earlier(rec store.Record) *EarlierAttempt {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), earlierReadTimeout)
+	defer cancel()
+	rs, err := c.r.opts.Store.Receipts(ctx, store.ReceiptFilter{Key: c.key, WorkflowID: rec.WorkflowID, Decision: store.DecisionUnknown})
+	if err != nil {
+		activity.GetLogger(c.ctx).Warn("idemgate: the earlier attempt's receipt could not be read; the refusal stands without its error",
+			"activity", c.name, "key", c.key, "error", err)
+		return nil
+	}
+	for i := len(rs) - 1; i >= 0; i-- {
+		if r := rs[i]; r.RunID == rec.RunID && r.Attempt == rec.Attempt && r.Error != "" {
+			return &EarlierAttempt{WorkflowID: r.WorkflowID, RunID: r.RunID, Attempt: r.Attempt, Time: r.Time, Error: r.Error}
+		}
+	}
+	return nil
 }
 
 func (c *call) gated(p ReplayPolicy) error {
