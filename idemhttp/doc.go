@@ -28,6 +28,11 @@
 //     into one that does, deterministically and without collisions in practice (see
 //     Profile.VendorKey); with Verbatim it is refused instead (ErrBadKey).
 //   - A body-field profile refuses a body that is not a JSON object (ErrBadBody).
+//   - A 307 or 308 redirect of a write to another host or port is not followed
+//     (ErrCrossHostRedirect): http.Client would re-send the method, the headers and
+//     the body, and the key never leaves for a host the request was not made to.
+//     The outcome stays unknown (the first request reached the vendor). A redirect
+//     on the same host is followed, with the key.
 //
 // Every refusal names the vendor, the request, the activity and its key, and what to do;
 // nothing is sent. Errors that prove nothing left this process wrap ErrNotSent.
@@ -37,9 +42,7 @@
 // Each write reports one attempt.Observation to the attempt in its context:
 //
 //   - NotSent: refused by the transport, the dial failed, or the context ended before a
-//     byte of the request was written (known from net/http's httptrace GotConn and
-//     WroteRequest hooks; over HTTP/2, or under a base transport that is not a
-//     *http.Transport, only a failed dial or lookup proves it);
+//     byte of the request was written (see "Not sent means never written");
 //   - Rejected: a 4xx that is not one of the vendor's idempotency answers;
 //   - Committed: a 2xx (Replayed when the vendor says it answered from its own store:
 //     Idempotent-Replayed: true, Zendesk's x-idempotency-lookup: hit, GoCardless's 409
@@ -51,6 +54,28 @@
 //
 // Error codes are read from at most 64 KiB of a non-2xx body, which is put back: the
 // caller still reads the whole body.
+//
+// # Not sent means never written
+//
+// A failed round trip is reported NotSent, and its error wraps ErrNotSent, only when
+// no write of the request began and none can still be under way. net/http can return
+// from a cancelled round trip while a write is pending: HTTP/2 returns at once while
+// its writer may still be sending the body, and a wrapping RoundTripper may give up
+// on a try (a timeout, a hedge) that goes on writing in the background — in both,
+// WroteRequest fires only later, if at all. So the transport watches every write hook
+// httptrace has (WroteHeaderField, WroteHeaders, Wait100Continue, WroteRequest) and
+// GotConn, and requires:
+//
+//   - always: no write hook fired, on any try (net/http's own silent re-sends included);
+//   - base *http.Transport over HTTP/1: no connection, or a connection but no write
+//     hook — every failed HTTP/1 round trip waits for its writer to stop, and the
+//     writer fires WroteRequest even when the write failed part way;
+//   - base *http.Transport over HTTP/2 (negotiated, or h2c enabled): no connection;
+//   - any other base RoundTripper: no connection, and the error is a failed dial or
+//     DNS lookup.
+//
+// Anything else is Unknown. TestNotSentNeedsNoWriteBegun and TestCancelMidWriteIsUnknown
+// hold these rules.
 //
 // # The net/http trap
 //

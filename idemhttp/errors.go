@@ -28,6 +28,11 @@ var (
 	ErrWindowPassed = errors.New("vendor's idempotency window passed")
 	// ErrBadProfile: the Profile given to NewTransport is not valid.
 	ErrBadProfile = errors.New("invalid idemhttp profile")
+	// ErrCrossHostRedirect: the vendor answered a gated write with a 307 or 308 to
+	// another host (or port). The redirect is not followed: the key and the body
+	// never leave for a host the request was not made to. It does not wrap
+	// ErrNotSent: the first request reached the vendor, so the outcome is unknown.
+	ErrCrossHostRedirect = errors.New("redirect to another host")
 )
 
 // refuse builds the error for a request the transport withholds: it names the vendor, the

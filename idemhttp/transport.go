@@ -121,6 +121,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				"send it with the ctx of an activity the idemgate interceptor gates, or use a profile with AllowNoKey")
 		}
 	}
+	if first := firstRequest(req); st != nil && !sameHost(first.URL, req.URL) {
+		// http.Client follows a 307/308 with the same method, headers and body: the
+		// key (and the write) would go to a host the caller never chose.
+		closeBody(req)
+		t.observe(st, attempt.Observation{Outcome: attempt.NotSent, Detail: "withheld: redirect to another host " + req.URL.Host})
+		// Not ErrNotSent: the first request reached the vendor and was answered with
+		// a redirect, so the write's outcome is unknown.
+		return nil, t.refuse(req, st, ErrCrossHostRedirect, false, fmt.Sprintf(
+			"%s answered %s %s with a redirect to %s; the key and the body never leave for a host other than %s",
+			first.URL.Host, first.Method, first.URL.Path, req.URL.Host, first.URL.Host),
+			"if the new host is the vendor's, call it directly (configure its URL); until then the write's outcome is unknown")
+	}
 	if err := ctx.Err(); err != nil {
 		closeBody(req)
 		t.observe(st, attempt.Observation{Outcome: attempt.NotSent, Detail: "withheld: context done before sending"})
@@ -264,18 +276,26 @@ func (t *transport) windowPassed(st *attempt.State) string {
 	return ""
 }
 
-// notWritten reports whether a failed round trip provably wrote nothing.
+// notWritten reports whether a failed round trip provably wrote nothing: no write
+// began (no write hook fired) and nothing could still be writing when RoundTrip
+// returned. See "Not sent means never written" in the package doc.
 func (t *transport) notWritten(tk *tracker, err error) bool {
-	if tk.wrote.Load() {
-		return false // some try, perhaps one net/http replayed, wrote the request
+	if tk.began.Load() {
+		return false // some try, perhaps one net/http replayed, began to write the request
 	}
 	if t.traced {
-		// net/http fires GotConn before writing and WroteRequest before RoundTrip
-		// returns on HTTP/1. HTTP/2 may return on cancellation while its writer is
-		// still sending, so there only "no connection" proves nothing was written.
+		// net/http fires GotConn before writing, and on HTTP/1 every failed round
+		// trip waits for its writer to stop, whose WroteRequest then has fired.
+		// HTTP/2 may return on cancellation while its writer is still sending, so
+		// there only "no connection" proves nothing was written.
 		return !tk.gotConn.Load() || !(tk.h2.Load() || t.h2c)
 	}
-	// Another RoundTripper: only a failed dial or lookup proves it.
+	// Another RoundTripper may return while a try it started goes on writing (and
+	// its hooks have yet to fire): only a failed dial or lookup with no connection
+	// proves nothing was written.
+	if tk.gotConn.Load() {
+		return false
+	}
 	var op *net.OpError
 	var dns *net.DNSError
 	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
@@ -346,12 +366,13 @@ func peekBody(resp *http.Response) []byte {
 	return buf
 }
 
-// tracker records, through httptrace, whether a request got a connection and was written.
+// tracker records, through httptrace, whether a request got a connection and whether
+// its write began.
 type tracker struct {
 	trace   httptrace.ClientTrace
 	gotConn atomic.Bool
 	h2      atomic.Bool
-	wrote   atomic.Bool
+	began   atomic.Bool
 }
 
 func newTracker() *tracker {
@@ -363,8 +384,38 @@ func newTracker() *tracker {
 			tk.h2.Store(true)
 		}
 	}
-	tk.trace.WroteRequest = func(httptrace.WroteRequestInfo) { tk.wrote.Store(true) }
+	// Any of these means some of the request may be on the wire (WroteRequest fires
+	// even when the write failed part way).
+	tk.trace.WroteHeaderField = func(string, []string) { tk.began.Store(true) }
+	tk.trace.WroteHeaders = func() { tk.began.Store(true) }
+	tk.trace.Wait100Continue = func() { tk.began.Store(true) }
+	tk.trace.WroteRequest = func(httptrace.WroteRequestInfo) { tk.began.Store(true) }
 	return tk
+}
+
+// firstRequest is the request a redirect chain began with (req itself when it is not
+// a redirect).
+func firstRequest(req *http.Request) *http.Request {
+	for req.Response != nil && req.Response.Request != nil {
+		req = req.Response.Request
+	}
+	return req
+}
+
+// sameHost reports whether a and b name the same host and port (the scheme's
+// default port when none is given).
+func sameHost(a, b *url.URL) bool {
+	return strings.EqualFold(a.Hostname(), b.Hostname()) && effectivePort(a) == effectivePort(b)
+}
+
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 func isRead(method string) bool {

@@ -43,7 +43,13 @@
 // (non-retryable) until a person resolves it, unless Options.VendorWindows says the
 // vendor deduplicates on the forwarded key. With Options.HoldUnknown the refusal
 // is retryable instead, so the workflow waits and continues by itself once the key
-// is resolved (`idemgate resolve`).
+// is resolved (`idemgate resolve`). The refusal quotes the earlier attempt's own
+// error from its receipt (WithheldCall.Earlier): often the root cause, such as a
+// validation error the activity raised before sending and did not mark NotCommitted.
+//
+// When the gate knows the body did not run — a claim whose reply was lost, a
+// definite failure — it gives its own claim back (owner-checked), retrying in the
+// background while the store is down until the store answers or the lease passes.
 //
 // # Pauses
 //

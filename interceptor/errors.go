@@ -72,6 +72,22 @@ type WithheldCall struct {
 	Key      string          `json:"key"`
 	Effect   string          `json:"effect"`
 	Args     json.RawMessage `json:"args"`
+	// Earlier is the attempt whose unknown outcome made the gate refuse, as its
+	// receipt recorded it; nil when no error is on record (it crashed or timed out)
+	// and in WriteGated errors.
+	Earlier *EarlierAttempt `json:"earlier,omitempty"`
+}
+
+// EarlierAttempt is the attempt that left a key with an unknown outcome, from its
+// receipt: its own error is often the root cause of the refusal.
+type EarlierAttempt struct {
+	WorkflowID string    `json:"workflow_id"`
+	RunID      string    `json:"run_id"`
+	Attempt    int32     `json:"attempt"`
+	Time       time.Time `json:"time"`
+	// Error is the attempt's error as its receipt recorded it; the text of a
+	// *temporal.ApplicationError names its type ("… (type: InvalidAmount, retryable: true)").
+	Error string `json:"error"`
 }
 
 func (c WithheldCall) String() string { return c.Activity + "(" + string(c.Args) + ")" }

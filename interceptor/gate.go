@@ -32,6 +32,9 @@ const (
 // they run even when the attempt's own context is already done.
 const evidenceTimeout = 30 * time.Second
 
+// earlierReadTimeout bounds the read of an earlier attempt's receipt for a refusal.
+const earlierReadTimeout = 5 * time.Second
+
 func (r *root) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
 	a := &activityInbound{root: r}
 	a.Next = next
@@ -55,6 +58,8 @@ type call struct {
 	hash   string
 	owner  string
 	now    time.Time
+	// lease is this attempt's deadline: a give-back is retried until it passes.
+	lease time.Time
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
@@ -103,13 +108,13 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 
 	c.owner = newOwner()
-	lease := info.Deadline
-	if lease.IsZero() {
-		lease = c.now.Add(defaultLease)
+	c.lease = info.Deadline
+	if c.lease.IsZero() {
+		c.lease = c.now.Add(defaultLease)
 	}
 	cl := store.Claim{
 		Key: c.key, Activity: c.name, Effect: c.effect.String(), ArgsHash: c.hash, Args: c.args,
-		Owner: c.owner, Lease: lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
+		Owner: c.owner, Lease: c.lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: info.Attempt, Now: c.now,
 	}
 	faultpoint.Hit(faultpoint.BeforeClaim)
@@ -122,6 +127,15 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		}
 	}
 	if err != nil {
+		// The claim may have committed with its reply lost. The body did not run: give
+		// the claim back, unless that Begin could have taken over from an attempt that
+		// may have sent — then the key stays unknown.
+		cause := fmt.Errorf("idemgate: the claim failed (%w) and may have committed with its reply lost; the activity did not run", err)
+		if cl.TakeOver {
+			c.giveBack(c.r.opts.Store.Abandon, store.DecisionUnknown, cause)
+		} else {
+			c.giveBack(c.r.opts.Store.Release, store.DecisionReleased, cause)
+		}
 		return nil, c.storeDown("claim", err)
 	}
 	switch outcome {
@@ -199,10 +213,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	if err != nil {
 		obs := st.Observations()
 		if definite(err, obs) {
-			if rerr := c.transition(c.r.opts.Store.Release, store.DecisionReleased, nil, false, err); rerr != nil {
-				activity.GetLogger(c.ctx).Warn("idemgate: release not stored; the claim stays until its lease passes",
-					"activity", c.name, "key", c.key, "error", rerr)
-			}
+			c.giveBack(c.r.opts.Store.Release, store.DecisionReleased, err)
 			c.signal(store.DecisionReleased, err)
 			if o, ok := vendorConflict(obs); ok {
 				// Retrying would meet the same answer: the vendor holds this key for another payload.
@@ -319,11 +330,18 @@ func (c *call) inFlight(rec store.Record) error {
 
 func (c *call) refuseUnknown(rec store.Record) error {
 	call := c.withheld()
+	call.Earlier = c.earlier(rec)
+	why, hint := "", ""
+	if e := call.Earlier; e != nil {
+		why = fmt.Sprintf(" (it failed with %q)", e.Error)
+		hint = " If that error was raised before anything was sent, mark it with interceptor.NotCommitted so a " +
+			"retry may run."
+	}
 	msg := fmt.Sprintf("idemgate: refused %s %s key %s: attempt %d (workflow %s, claimed %s) ended without proof of "+
-		"whether it reached the outside world, so it is not sent again. Withheld call: %s. Next step: check with "+
+		"whether it reached the outside world%s, so it is not sent again. Withheld call: %s. Next step: check with "+
 		"the vendor, then `idemgate resolve %s --sent --result FILE --reason ...` if it happened (the stored result "+
-		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).", c.effect, c.name, c.key,
-		rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), call, c.key)
+		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).%s", c.effect, c.name,
+		c.key, rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), why, call, c.key, hint)
 	hold := c.r.opts.HoldUnknown
 	// Held only while the record outlives the next retry: a key past its window is
 	// forgotten, and the retry after that would send the write again.
@@ -338,6 +356,26 @@ func (c *call) refuseUnknown(rec store.Record) error {
 	}
 	c.refuse(store.DecisionRefusedInFlight, msg, true)
 	return appError(msg, ErrTypeInFlight, true, 0, call)
+}
+
+// earlier reads the receipt of the attempt that left rec unknown (rec's owner:
+// same workflow, run and attempt), whose error a refusal quotes. nil when none is on
+// record — the attempt crashed or timed out — or the receipts cannot be read.
+func (c *call) earlier(rec store.Record) *EarlierAttempt {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), earlierReadTimeout)
+	defer cancel()
+	rs, err := c.r.opts.Store.Receipts(ctx, store.ReceiptFilter{Key: c.key, WorkflowID: rec.WorkflowID, Decision: store.DecisionUnknown})
+	if err != nil {
+		activity.GetLogger(c.ctx).Warn("idemgate: the earlier attempt's receipt could not be read; the refusal stands without its error",
+			"activity", c.name, "key", c.key, "error", err)
+		return nil
+	}
+	for i := len(rs) - 1; i >= 0; i-- {
+		if r := rs[i]; r.RunID == rec.RunID && r.Attempt == rec.Attempt && r.Error != "" {
+			return &EarlierAttempt{WorkflowID: r.WorkflowID, RunID: r.RunID, Attempt: r.Attempt, Time: r.Time, Error: r.Error}
+		}
+	}
+	return nil
 }
 
 func (c *call) gated(p ReplayPolicy) error {
