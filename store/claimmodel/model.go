@@ -130,8 +130,8 @@ type Event struct {
 
 var base = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func at(s int32) time.Time    { return base.Add(time.Duration(s) * time.Second) }
-func secs(t time.Time) int32  { return int32(t.Sub(base) / time.Second) }
+func at(s int32) time.Time        { return base.Add(time.Duration(s) * time.Second) }
+func secs(t time.Time) int32      { return int32(t.Sub(base) / time.Second) }
 func dsecs(d time.Duration) int32 { return int32(d / time.Second) }
 
 // model is one configuration under one set of rules.
