@@ -199,11 +199,19 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	if err != nil {
 		obs := st.Observations()
 		if definite(err, obs) {
-			if rerr := c.transition(c.r.opts.Store.Release, store.DecisionReleased, nil, false, err); rerr != nil {
+			// This attempt sent nothing; an earlier one it took over may have, and then
+			// the store keeps the key unknown (store.ReleasedState): say so.
+			d, cause := store.DecisionReleased, err
+			if store.ReleasedState(rec) == store.StateUnknown {
+				d = store.DecisionUnknown
+				cause = fmt.Errorf("%w (this attempt sent nothing, but an earlier attempt may have reached the vendor, "+
+					"so the outcome stays unknown until a person resolves it)", err)
+			}
+			if rerr := c.transition(c.r.opts.Store.Release, d, nil, false, cause); rerr != nil {
 				activity.GetLogger(c.ctx).Warn("idemgate: release not stored; the claim stays until its lease passes",
 					"activity", c.name, "key", c.key, "error", rerr)
 			}
-			c.signal(store.DecisionReleased, err)
+			c.signal(d, cause)
 			if o, ok := vendorConflict(obs); ok {
 				// Retrying would meet the same answer: the vendor holds this key for another payload.
 				return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s: the vendor %s says the key was already used "+
