@@ -116,7 +116,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
 	if err == nil && outcome == store.OutcomeUnknown {
 		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
-		if w, ok := r.opts.VendorWindows[c.name]; ok && c.now.Before(rec.CreatedAt.Add(w)) {
+		if w, ok := r.opts.VendorWindows[c.name]; ok && attempt.InVendorWindow(rec.CreatedAt, c.now, w) {
 			cl.TakeOver = true
 			outcome, rec, err = r.opts.Store.Begin(ctx, cl)
 		}

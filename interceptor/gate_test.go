@@ -591,3 +591,34 @@ func TestTakeoverDefiniteFailureKeepsEarlierUnknown(t *testing.T) {
 		t.Fatalf("record = state %q MayHaveSent %v CreatedAt %v, want unknown, true, attempt 1's %v", rec.State, rec.MayHaveSent, rec.CreatedAt, base)
 	}
 }
+
+// A re-send under VendorWindows stops 2×attempt.ClockSkew before the vendor's window
+// ends: a worker whose clock runs behind would otherwise re-send to a vendor that
+// already forgot the key, and it would charge again (found by store/claimmodel).
+func TestVendorWindowLeavesRoomForClockSkew(t *testing.T) {
+	h := newHarness(t)
+	base := time.Now().UTC()
+	var mu sync.Mutex
+	clock := base
+	h.opts.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	h.opts.VendorWindows = map[string]time.Duration{"ChargeCard": time.Hour}
+	h.tools.fail = func(ctx context.Context) (error, bool) {
+		if ctxAttempt(ctx) == 1 {
+			mu.Lock()
+			clock = base.Add(time.Hour - attempt.ClockSkew) // inside the window by this clock, not by every clock
+			mu.Unlock()
+			return errors.New("connection reset by peer"), true
+		}
+		return nil, false
+	}
+	_, err := h.run("wf-vendor-window-skew", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3})
+	if h.v.count() != 1 {
+		t.Fatalf("vendor count = %d, want 1: re-sent at the window's edge", h.v.count())
+	}
+	if app := appErr(t, err); app.Type() != interceptor.ErrTypeInFlight || !app.NonRetryable() {
+		t.Fatalf("workflow saw %s non-retryable=%v, want a final IdempotencyInFlight: %v", app.Type(), app.NonRetryable(), err)
+	}
+	if d := decisionsOf(h.receipts(store.ReceiptFilter{Activity: "ChargeCard"})); d != "claimed unknown refused-in-flight" {
+		t.Fatalf("receipts = %s", d)
+	}
+}

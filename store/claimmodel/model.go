@@ -48,7 +48,7 @@ func Configs() []Config {
 	idem, destr, keyed := base, base, base
 	idem.Name, idem.Effect = "idempotent-write", "idempotent-write"
 	destr.Name, destr.Effect = "destructive", "destructive"
-	keyed.Name, keyed.Effect, keyed.VendorWindow = "destructive-vendor-keyed", "destructive", 3*time.Minute
+	keyed.Name, keyed.Effect, keyed.VendorWindow = "destructive-vendor-keyed", "destructive", 5*time.Minute
 	return []Config{idem, destr, keyed}
 }
 
@@ -387,6 +387,12 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 			a.phase, a.excused = running, false
 			a.first, a.lease, a.retry = secs(next.CreatedAt), secs(c.Lease), out == store.OutcomeTakenOver
+			if out == store.OutcomeClaimed {
+				// A fresh claim starts the key's memory anew: over a released record
+				// nothing was sent (else a check failed before), over a forgotten one
+				// the epoch began again above.
+				s.forgetAt = 0
+			}
 			s.forgetAt = max(s.forgetAt, s.t+dsecs(m.cfg.Window), a.lease+dsecs(keepMargin))
 		}
 	case EvSend:
@@ -434,7 +440,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			if next, err = m.rules.Apply(s.rec, to, t); err == nil {
 				s.rec = next
 				if to == store.StateCompleted {
-					s.forgetAt = max(s.forgetAt, s.t+dsecs(m.cfg.Window))
+					m.completed(&s)
 				}
 			}
 		}
@@ -470,7 +476,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			s.rec = next
 			person = true
 			if to == store.StateCompleted {
-				s.forgetAt = max(s.forgetAt, s.t+dsecs(m.cfg.Window))
+				m.completed(&s)
 			} else {
 				for j := range s.att {
 					if s.att[j].phase == running {
@@ -485,6 +491,17 @@ func (m *model) step(s State, e Event, p *stepper) State {
 	}
 	m.check(&prev, &s, person, reset, p)
 	return s
+}
+
+// completed sets when a key completed at s.t may be forgotten: its window from now,
+// and not before every attempt still running is past its lease and margin.
+func (m *model) completed(s *State) {
+	s.forgetAt = s.t + dsecs(m.cfg.Window)
+	for _, a := range s.att {
+		if a.phase == running {
+			s.forgetAt = max(s.forgetAt, a.lease+dsecs(keepMargin))
+		}
+	}
 }
 
 func errText(err error) string {

@@ -3,6 +3,7 @@ package claimmodel
 import (
 	"time"
 
+	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -34,8 +35,9 @@ func Current() Rules {
 		Apply:        store.Apply,
 		ApplyResolve: store.ApplyResolve,
 		Blocking:     store.Blocking,
-		Expired:      func(r store.Record, now time.Time) bool { return !now.Before(r.ExpiresAt) },
-		Resend:       func(first, now time.Time, w time.Duration) bool { return now.Before(first.Add(w)) },
-		MayHaveSent:  func(store.Record) bool { return false },
+		Expired:      store.Expired,
+		Resend:       attempt.InVendorWindow,
+		ResendMargin: 2 * attempt.ClockSkew,
+		MayHaveSent:  func(r store.Record) bool { return r.MayHaveSent },
 	}
 }
