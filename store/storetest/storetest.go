@@ -25,6 +25,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/claimmodel"
 )
 
 // Run runs every conformance test against stores made by newStore. newStore is
@@ -54,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ResolveIsOwnerChecked", testResolveRefused},
 		{"PauseAndResume", testPauses},
 		{"StepsStoreWhatDecideAndApplySay", testStepsMatchRules},
+		{"ModelSequences", testModelSequences},
 		{"LiveClaimOutlivesItsWindow", testLiveClaimOutlivesWindow},
 		{"TakeoverKeepsTheRecordPastItsLease", testTakeoverKeepsRecord},
 		{"MayHaveSentIsMonotone", testMayHaveSentMonotone},
@@ -1032,4 +1034,97 @@ func testMayHaveSentAfterLease(t *testing.T, s store.Store, k *keys) {
 		t.Fatalf("after the takeover's release: state %q MayHaveSent %v CreatedAt %v", r.State, r.MayHaveSent, r.CreatedAt)
 	}
 	begin(t, s, claim(key, "c", "h1", t0.Add(13*time.Second)), store.OutcomeUnknown)
+}
+
+// modelSequences is how many random walks of store/claimmodel ModelSequences
+// replays, and their depth; the seed is fixed so every backend gets the same walks.
+const (
+	modelSequences = 2000
+	modelDepth     = 12
+	modelSeed      = 10
+)
+
+// The same event sequences the claim model explores, replayed through the backend:
+// every Begin's outcome, every transition's error and the record after every call
+// are what the rules (store.Decide, store.Apply, store.ApplyResolve, store.Expired)
+// say, and at the end Pending lists the key exactly when store.Blocking does.
+// Records are dated 2001, so a Sweep never touches the other subtests' records.
+func testModelSequences(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	seqs := claimmodel.Sequences(modelSequences, modelDepth, modelSeed, func(i int) string { return k.key(fmt.Sprintf("model-%d", i)) })
+	calls := 0
+	for i, seq := range seqs {
+		key := k.key(fmt.Sprintf("model-%d", i))
+		fail := func(j int, format string, a ...any) {
+			t.Helper()
+			var b strings.Builder
+			for n, op := range seq.Ops[:j+1] {
+				fmt.Fprintf(&b, "\n\t%d. %s", n+1, describeOp(op))
+			}
+			t.Fatalf("sequence %d (%s), call %d: %s%s", i, seq.Config, j+1, fmt.Sprintf(format, a...), b.String())
+		}
+		for j, op := range seq.Ops {
+			calls++
+			switch op.Kind {
+			case claimmodel.OpBegin:
+				got, rec, err := s.Begin(ctx, op.Claim)
+				if err != nil || got != op.Outcome {
+					fail(j, "Begin = %q, %v; the rules say %q", got, err, op.Outcome)
+				}
+				if !sameRecord(rec, op.Record) {
+					fail(j, "Begin returned %+v; the rules say %+v", rec, op.Record)
+				}
+			case claimmodel.OpComplete, claimmodel.OpRelease, claimmodel.OpAbandon, claimmodel.OpResolve:
+				var err error
+				switch op.Kind {
+				case claimmodel.OpComplete:
+					err = s.Complete(ctx, op.Transition)
+				case claimmodel.OpRelease:
+					err = s.Release(ctx, op.Transition)
+				case claimmodel.OpAbandon:
+					err = s.Abandon(ctx, op.Transition)
+				default:
+					err = s.Resolve(ctx, op.Transition, op.To)
+				}
+				if op.Err == nil && err != nil || op.Err != nil && !errors.Is(err, op.Err) {
+					fail(j, "%s = %v; the rules say %v", op.Kind, err, op.Err)
+				}
+			case claimmodel.OpSweep:
+				if _, err := s.Sweep(ctx, op.Now, 0); err != nil {
+					fail(j, "Sweep: %v", err)
+				}
+			}
+			rec, err := s.Get(ctx, key)
+			switch {
+			case !op.Found && !errors.Is(err, store.ErrNotFound):
+				fail(j, "after it Get = %+v, %v; the rules say no record", rec, err)
+			case op.Found && err != nil:
+				fail(j, "after it Get: %v; the rules say %+v", err, op.Record)
+			case op.Found && !sameRecord(rec, op.Record):
+				fail(j, "after it the record is %+v; the rules say %+v", rec, op.Record)
+			}
+		}
+		pending, err := s.Pending(ctx, seq.Now, 0)
+		if err != nil {
+			t.Fatalf("Pending: %v", err)
+		}
+		listed := slices.ContainsFunc(pending, func(r store.Record) bool { return r.Key == key })
+		if listed != seq.Pending {
+			t.Fatalf("sequence %d (%s): Pending at the end lists the key: %v; store.Blocking says %v", i, seq.Config, listed, seq.Pending)
+		}
+	}
+	t.Logf("%d model sequences, %d store calls, each checked against the rules", len(seqs), calls)
+}
+
+func describeOp(op claimmodel.Op) string {
+	switch op.Kind {
+	case claimmodel.OpBegin:
+		c := op.Claim
+		return fmt.Sprintf("Begin owner %s now %s lease %s takeover %v: %s", c.Owner, c.Now.Format(time.TimeOnly), c.Lease.Format(time.TimeOnly), c.TakeOver, op.Outcome)
+	case claimmodel.OpSweep:
+		return fmt.Sprintf("Sweep now %s", op.Now.Format(time.TimeOnly))
+	case claimmodel.OpResolve:
+		return fmt.Sprintf("Resolve to %s owner %s now %s: %v", op.To, op.Transition.Owner, op.Transition.Now.Format(time.TimeOnly), op.Err)
+	}
+	return fmt.Sprintf("%s owner %s now %s: %v", op.Kind, op.Transition.Owner, op.Transition.Now.Format(time.TimeOnly), op.Err)
 }
