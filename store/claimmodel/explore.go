@@ -198,7 +198,8 @@ type Sequence struct {
 
 // Sequences returns n random walks of at most depth steps over every configuration
 // of Configs under the current rules, from a deterministic seed. Walk i uses the
-// key keyOf(i). Walks that break an invariant end before the breaking step.
+// key keyOf(i). Walks that break an invariant end before the breaking step; each
+// ends with a Begin of the same key with other arguments.
 func Sequences(n, depth int, seed uint64, keyOf func(i int) string) []Sequence {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	cfgs := Configs()
@@ -221,6 +222,14 @@ func Sequences(n, depth int, seed uint64, keyOf func(i int) string) []Sequence {
 			}
 			s, ops = next, append(ops, stepOps...)
 		}
+		// Last, a call with other arguments: a conflict, or a fresh claim where the key is free.
+		probe := m.claim(0, s.t, "h2")
+		probe.Owner, probe.RunID = "other-args", "run-other"
+		o, next, write := m.rules.Decide(s.rec, s.found, probe)
+		if write {
+			s.rec, s.found = next, true
+		}
+		ops = append(ops, Op{Kind: OpBegin, Claim: probe, Outcome: o, Found: s.found, Record: s.rec})
 		out = append(out, Sequence{Config: m.cfg.Name, Ops: ops, Now: at(s.t),
 			Pending: s.found && m.rules.Blocking(s.rec, at(s.t))})
 	}
