@@ -121,7 +121,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
 	if err == nil && outcome == store.OutcomeUnknown {
 		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
-		if w, ok := r.opts.VendorWindows[c.name]; ok && c.now.Before(rec.CreatedAt.Add(w)) {
+		if w, ok := r.opts.VendorWindows[c.name]; ok && attempt.InVendorWindow(rec.CreatedAt, c.now, w) {
 			cl.TakeOver = true
 			outcome, rec, err = r.opts.Store.Begin(ctx, cl)
 		}
@@ -213,8 +213,16 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	if err != nil {
 		obs := st.Observations()
 		if definite(err, obs) {
-			c.giveBack(c.r.opts.Store.Release, store.DecisionReleased, err)
-			c.signal(store.DecisionReleased, err)
+			// This attempt sent nothing; an earlier one it took over may have, and then
+			// the store keeps the key unknown (store.ReleasedState): say so.
+			d, cause := store.DecisionReleased, err
+			if store.ReleasedState(rec) == store.StateUnknown {
+				d = store.DecisionUnknown
+				cause = fmt.Errorf("%w (this attempt sent nothing, but an earlier attempt may have reached the vendor, "+
+					"so the outcome stays unknown until a person resolves it)", err)
+			}
+			c.giveBack(c.r.opts.Store.Release, d, cause)
+			c.signal(d, cause)
 			if o, ok := vendorConflict(obs); ok {
 				// Retrying would meet the same answer: the vendor holds this key for another payload.
 				return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s: the vendor %s says the key was already used "+

@@ -75,8 +75,9 @@ type Options struct {
 	// VendorWindows names activities whose every side effect goes to a vendor that
 	// deduplicates on the forwarded key (see package idemhttp), with the vendor's
 	// window. A destructive one whose earlier attempt ended with an unknown outcome
-	// is then re-sent with the same key while the first attempt is inside the window,
-	// instead of refused. Optional: nil refuses every such retry.
+	// is then re-sent with the same key while the first attempt is inside the window
+	// (up to 2×attempt.ClockSkew, 2 min, before its end, for clock skew), instead of
+	// refused. Optional: nil refuses every such retry.
 	VendorWindows map[string]time.Duration
 
 	// DataConverter encodes stored results. A repeat of a finished write returns the
