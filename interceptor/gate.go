@@ -108,10 +108,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 
 	c.owner = newOwner()
-	c.lease = info.Deadline
-	if c.lease.IsZero() {
-		c.lease = c.now.Add(defaultLease)
-	}
+	c.lease = claimLease(info.Deadline, c.now, r.opts.ClockSkew)
 	cl := store.Claim{
 		Key: c.key, Activity: c.name, Effect: c.effect.String(), ArgsHash: c.hash, Args: c.args,
 		Owner: c.owner, Lease: c.lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
@@ -151,6 +148,18 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	default: // store.OutcomeUnknown: destructive, owner gone, outcome unknown.
 		return nil, c.refuseUnknown(rec)
 	}
+}
+
+// claimLease is how long a claim is held: the attempt's deadline (by the SDK, on this
+// worker's clock) plus twice the clock skew, since the owner's clock may run behind
+// by the skew and a later worker's ahead by as much. Until then the owner may still
+// be running, and nobody takes the claim over. The claim-rule model
+// (store/claimmodel) explores exactly this padding.
+func claimLease(deadline, now time.Time, skew time.Duration) time.Time {
+	if deadline.IsZero() {
+		deadline = now.Add(defaultLease)
+	}
+	return deadline.Add(2 * skew)
 }
 
 func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, error) {

@@ -25,12 +25,10 @@ func depth(t *testing.T) int {
 }
 
 // knownHoles are violations the model finds in the current rules that are reported
-// and not fixed yet. LiveTakenOver: Decide lets a claim be taken over as soon as the
-// taker's clock passes the lease, so a worker whose clock runs ahead takes over an
-// owner whose clock runs behind while that owner may still run (by up to twice the
-// skew). Closing it means a takeover margin (Decide, and the SQL of both backends)
-// or a gate that pads the lease it claims; either delays every retry after a timeout.
-var knownHoles = map[string]bool{LiveTakenOver: true}
+// and not fixed yet. None: the skew takeover (a worker whose clock runs ahead taking
+// over an owner whose clock runs behind) is closed by the gate's padded lease
+// (deadline + 2×ClockSkew, see model.claim).
+var knownHoles = map[string]bool{}
 
 func TestExplore(t *testing.T) {
 	d := depth(t)

@@ -166,10 +166,14 @@ func (m *model) initial() State {
 
 var args = []byte(`{"amount":4200}`)
 
+// claim is attempt i's Begin at its clock. The lease it stores is its deadline plus
+// 2×the largest skew, as the gate claims (interceptor.Options.ClockSkew): the owner's
+// clock may run behind and the next worker's ahead. The attempt itself runs until its
+// deadline (a.lease) by its own clock.
 func (m *model) claim(i int, clock int32, hash string) store.Claim {
 	return store.Claim{
 		Key: m.key, Activity: "ChargeCard", Effect: m.cfg.Effect, ArgsHash: hash, Args: args,
-		Owner: m.owners[i], Lease: at(clock + dsecs(m.cfg.Leases[i])), Window: m.cfg.Window,
+		Owner: m.owners[i], Lease: at(clock + dsecs(m.cfg.Leases[i]) + m.slack), Window: m.cfg.Window,
 		TakeOver: m.cfg.Effect == "idempotent-write", WorkflowID: "wf-1", RunID: m.runs[i],
 		Attempt: int32(i + 1), Now: at(clock),
 	}
@@ -192,13 +196,14 @@ func (m *model) owner(s *State) int {
 	return -1
 }
 
-// live reports whether the record is a claim whose owner runs inside its lease.
+// live reports whether the record is a claim whose owner runs inside its own
+// deadline (by its own clock).
 func (m *model) live(s *State) bool {
 	if !s.found || s.rec.State != store.StateClaimed {
 		return false
 	}
 	o := m.owner(s)
-	return o >= 0 && s.att[o].phase == running && s.t+m.skews[s.att[o].skew] < secs(s.rec.Lease)
+	return o >= 0 && s.att[o].phase == running && s.t+m.skews[s.att[o].skew] < s.att[o].lease
 }
 
 // events lists the events possible in s, in a fixed order.
@@ -386,7 +391,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 				}
 			}
 			a.phase, a.excused = running, false
-			a.first, a.lease, a.retry = secs(next.CreatedAt), secs(c.Lease), out == store.OutcomeTakenOver
+			a.first, a.lease, a.retry = secs(next.CreatedAt), secs(c.Lease)-m.slack, out == store.OutcomeTakenOver
 			if out == store.OutcomeClaimed {
 				// A fresh claim starts the key's memory anew: over a released record
 				// nothing was sent (else a check failed before), over a forgotten one
