@@ -100,14 +100,21 @@ type word struct {
 	money  bool // as an object, the verb moves money ("CreateCharge")
 	take   bool // retrieval verb that dequeues when followed by "next"
 	makes  bool // creating verb: with a money object it moves money
+	vague  bool // says nothing of the effect ("process"): destructive, flagged
 }
 
-var words = func() map[string]word {
-	m := map[string]word{}
+var words = func() map[string]*word {
+	m := map[string]*word{}
 	add := func(e Effect, r role, list string) {
 		for _, w := range strings.Fields(list) {
-			m[w] = word{w: w, effect: e, role: r}
+			m[w] = &word{w: w, effect: e, role: r}
 		}
+	}
+	entry := func(w string) *word {
+		if m[w] == nil {
+			m[w] = &word{w: w}
+		}
+		return m[w]
 	}
 	add(Read, rVerb, `get list search find fetch read query lookup look describe show count check validate
 		view poll browse retrieve scan inspect preview estimate calculate compute summarize summarise
@@ -120,17 +127,18 @@ var words = func() map[string]word {
 		unsubscribe grant pause resume close open reopen lock unlock extend install uninstall backup
 		restore follow unfollow`)
 	add(Destructive, rVerb, `delete remove destroy drop purge truncate erase wipe send notify publish
-		broadcast dial pay refund capture withdraw payout disburse deploy rollback restart reboot
+		broadcast dial pay withdraw disburse deploy rollback restart reboot
 		shutdown terminate kill stop cancel revoke approve reject merge commit execute exec invoke
 		submit buy sell reserve void escalate provision dispatch respond tweet invite remind suspend ban
-		rotate apply deposit complete recover start confirm authorize accept decline renew enqueue
+		rotate apply complete recover start confirm authorize accept decline renew enqueue
 		dequeue pop consume claim acquire emit increment decrement migrate clean cleanup place
 		unpublish expire`)
 	// Nouns that are verbs too: they decide only where the verb stands.
 	add(IdempotentWrite, rNounVerb, `store tag label`)
 	add(Destructive, rNounVerb, `order email mail charge post message text sms call page bill invoice
 		transfer ship book process schedule trade share comment reply alert release sign trigger fire
-		reset signal credit debit issue report record log push contact return stream`)
+		reset signal credit debit issue report record log push contact return stream handle refund
+		deposit payout capture`)
 	add(Destructive, rEither, `verify test ping watch load convert say generate receive wait await`)
 	add(0, rConj, "and then or plus")
 	add(0, rWith, "with")
@@ -138,19 +146,16 @@ var words = func() map[string]word {
 	add(0, rAux, "do try activity")
 	add(0, rNext, "next")
 	for _, w := range strings.Fields("charge transfer refund payout deposit withdrawal payment disbursement") {
-		e := m[w]
-		e.w, e.money = w, true
-		m[w] = e
+		entry(w).money = true
 	}
 	for _, w := range strings.Fields("get fetch read poll pull peek") {
-		e := m[w]
-		e.take = true
-		m[w] = e
+		entry(w).take = true
+	}
+	for _, w := range strings.Fields("process handle") {
+		entry(w).vague = true
 	}
 	for _, w := range strings.Fields("create add insert put upsert save open init initialize register") {
-		e := m[w]
-		e.makes = true
-		m[w] = e
+		entry(w).makes = true
 	}
 	return m
 }()
@@ -159,10 +164,12 @@ var words = func() map[string]word {
 // words (zero when unknown).
 type token struct {
 	text    string
-	w       word
+	w       *word // never nil: noWord when unknown
 	seg     int  // dotted or slashed segment
 	acronym bool // all capitals in a name that has lower case ("HTTP" in HTTPGetURL)
 }
+
+var noWord word
 
 func (t token) verb() bool { return t.w.effect != 0 }
 
@@ -174,7 +181,7 @@ func tokens(name string, out []token) []token {
 	seg := 0
 	emit := func(tok string) {
 		var lower [32]byte
-		t := token{text: tok, seg: seg}
+		t := token{text: tok, seg: seg, w: &noWord}
 		if len(tok) <= len(lower) {
 			n := copy(lower[:], tok)
 			upper := n > 1
@@ -185,7 +192,9 @@ func tokens(name string, out []token) []token {
 					upper = false
 				}
 			}
-			t.w = words[string(lower[:n])]
+			if w := words[string(lower[:n])]; w != nil {
+				t.w = w
+			}
 			t.acronym = upper && hasLower
 		}
 		out = append(out, t)
@@ -263,6 +272,9 @@ func Classify(activityName string) Classification {
 	var buf [24]token
 	toks := tokens(activityName, buf[:0])
 	var op, context []token
+	for n := len(toks); n > 0 && version(toks[n-1].text) && toks[n-1].seg > 0; n-- {
+		toks = toks[:n-1] // "crm.contacts.delete.v2": the version names no operation
+	}
 	if n := len(toks); n > 0 {
 		last := toks[n-1].seg
 		i := n
@@ -305,6 +317,19 @@ func Classify(activityName string) Classification {
 	return c
 }
 
+// version reports whether s reads like "v2", "V10" or "3".
+func version(s string) bool {
+	if s != "" && (s[0] == 'v' || s[0] == 'V') {
+		s = s[1:]
+	}
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // splits reports whether op[i] ends a part of a compound name.
 func splits(op []token, i int) bool {
 	switch op[i].w.role {
@@ -320,7 +345,10 @@ func splits(op []token, i int) bool {
 // before the operation.
 func classifyPart(part, context []token) verdict {
 	i := 0
-	for i < len(part) && (part[i].w.role == rAux || part[i].acronym && i+1 < len(part)) {
+	// Leading acronyms qualify the verb ("HTTPGetURL", "SMSSendOTP") unless they are
+	// the verb ("SMSUser").
+	for i < len(part) && (part[i].w.role == rAux ||
+		part[i].acronym && i+1 < len(part) && (!part[i].verb() || part[i+1].verb())) {
 		i++
 	}
 	if i == len(part) {
@@ -329,7 +357,7 @@ func classifyPart(part, context []token) verdict {
 	first := part[i]
 	if !first.verb() {
 		// No verb where the verb stands: a verb later (any kind) cannot be trusted.
-		var later token
+		later := token{w: &noWord}
 		for _, t := range part[i+1:] {
 			if t.verb() && t.w.effect > later.w.effect {
 				later = t
@@ -342,7 +370,7 @@ func classifyPart(part, context []token) verdict {
 	}
 	v := verdict{effect: first.w.effect, verb: first.w.w, why: why{src: SourceVerb, word: first.w.w}}
 	rest := part[i+1:]
-	if first.w.role == rEither {
+	if first.w.role == rEither || first.w.vague {
 		v.review, v.src = true, SourceReadOrWrite
 	}
 	if len(rest) > 0 && v.effect == Read {
@@ -410,7 +438,7 @@ func money(t token) (string, bool) {
 					lower[j] += 'a' - 'A'
 				}
 			}
-			if w, ok := words[string(lower[:k])]; ok && w.money {
+			if w := words[string(lower[:k])]; w != nil && w.money {
 				return w.w, true
 			}
 		}
@@ -506,7 +534,7 @@ func (c Classification) reason(src Source, word, other string) string {
 		return fmt.Sprintf("no verb where the verb stands (%q); %q comes later, so position cannot tell: "+
 			"treated as destructive; confirm with Options.Effects", other, word)
 	case SourceSecondVerb:
-		return fmt.Sprintf("%q follows the verb %q: two verbs, the more severe counts (%s); if %q is a noun here, "+
+		return fmt.Sprintf("%q stands beside the verb %q: two verbs, the more severe counts (%s); if %q is a noun here, "+
 			"confirm with Options.Effects", word, other, c.Effect, word)
 	case SourcePhrasal:
 		return fmt.Sprintf("%q %q is a phrasal verb, not the read %q: treated as destructive; confirm with Options.Effects",
@@ -537,7 +565,8 @@ func (o Options) Classify(activityName string) Classification {
 // CensusReport counts activities by effect and names those flagged for review.
 type CensusReport struct {
 	Read, IdempotentWrite, Destructive int
-	// Review lists, sorted, the names no known verb matched (counted as Destructive).
+	// Review lists, sorted, the names flagged for review (no known verb, or a name
+	// whose grammar cannot tell: see each Classification's Reason).
 	Review []string
 	// Effects maps every name to its classification.
 	Effects map[string]Classification
@@ -549,9 +578,29 @@ func (c CensusReport) String() string {
 	s := fmt.Sprintf("effects: read=%d idempotent-write=%d destructive=%d", c.Read, c.IdempotentWrite, c.Destructive)
 	if len(c.Review) > 0 {
 		s += "; review: " + strings.Join(c.Review, ", ") +
-			" (no known verb: treated as destructive; confirm with Options.Effects)"
+			" (the name cannot tell: treated as destructive or the more severe; confirm with Options.Effects)"
 	}
 	return s
+}
+
+// Lines gives one line per name, sorted: "NAME: EFFECT — REASON" (the reason names
+// the deciding word), with "review: " in front of the flagged ones.
+func (c CensusReport) Lines() []string {
+	names := make([]string, 0, len(c.Effects))
+	for n := range c.Effects {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	lines := make([]string, len(names))
+	for i, n := range names {
+		cl := c.Effects[n]
+		flag := ""
+		if cl.Review {
+			flag = "review: "
+		}
+		lines[i] = fmt.Sprintf("%s%s: %s — %s", flag, n, cl.Effect, cl.Reason())
+	}
+	return lines
 }
 
 // Census classifies activity names with Classify (no overrides).
