@@ -165,8 +165,8 @@ var words = func() map[string]*word {
 type token struct {
 	text    string
 	w       *word // never nil: noWord when unknown
-	seg     int  // dotted or slashed segment
-	acronym bool // all capitals in a name that has lower case ("HTTP" in HTTPGetURL)
+	seg     int   // dotted or slashed segment
+	acronym bool  // all capitals in a name that has lower case ("HTTP" in HTTPGetURL)
 }
 
 var noWord word
