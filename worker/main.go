@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	census := opts.Census(activities.Names())
 	fmt.Fprintln(stdout, census)
 	for _, name := range census.Review {
-		fmt.Fprintf(stdout, "review: %s has no known verb and is treated as destructive; confirm it with Options.Effects\n", name)
+		fmt.Fprintf(stdout, "review: %s: %s\n", name, census.Effects[name].Reason())
 	}
 	fmt.Fprintf(stdout, "worker: polling %s on %s (namespace %s), store %s\n", *queue, *address, *namespace, *storeSpec)
 	if err := w.Start(); err != nil {

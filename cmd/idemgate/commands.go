@@ -531,13 +531,18 @@ type censusItem struct {
 	Name   string `json:"name"`
 	Effect string `json:"effect"`
 	Verb   string `json:"verb,omitempty"`
+	Word   string `json:"word,omitempty"` // the word the decision rests on
+	Rule   string `json:"rule"`           // interceptor.Source: verb, phrasal, none, …
+	Reason string `json:"reason"`
 	Review bool   `json:"review"`
 }
 
 func (c *cli) census(args []string) error {
-	f := c.newFlags("census", "[--strict] NAME...", "Classifies activity names as the gate does (no Options.Effects overrides)\n"+
-		"and flags names with no known verb: they are treated as destructive until a person confirms them.", false)
-	strict := f.Bool("strict", false, "exit 1 when any name needs review")
+	f := c.newFlags("census", "[--strict] NAME...", "Classifies activity names as the gate does (no Options.Effects overrides), prints the word\n"+
+		"that decided and why, and flags the names whose grammar cannot tell (no known verb, a verb out of\n"+
+		"place, a verb that reads or writes): they count as destructive, or the more severe reading, until a\n"+
+		"person confirms them.", false)
+	strict := f.Bool("strict", false, "exit 1 when any name is flagged for review")
 	names, err := f.parse(args)
 	if err != nil {
 		return err
@@ -554,7 +559,8 @@ func (c *cli) census(args []string) error {
 		}
 		seen[n] = true
 		cl := rep.Effects[n]
-		items = append(items, censusItem{Name: n, Effect: cl.Effect.String(), Verb: cl.Verb, Review: cl.Review})
+		items = append(items, censusItem{Name: n, Effect: cl.Effect.String(), Verb: cl.Verb, Word: cl.Word,
+			Rule: cl.Source.String(), Reason: cl.Reason(), Review: cl.Review})
 	}
 	if f.json {
 		if err := c.printJSON(censusJSON{Read: rep.Read, IdempotentWrite: rep.IdempotentWrite, Destructive: rep.Destructive,
@@ -563,20 +569,25 @@ func (c *cli) census(args []string) error {
 		}
 	} else {
 		tw := c.table()
-		fmt.Fprintln(tw, "ACTIVITY\tEFFECT\tVERB\tREVIEW")
+		fmt.Fprintln(tw, "ACTIVITY\tEFFECT\tWORD\tREVIEW\tREASON")
 		for _, it := range items {
 			review := ""
 			if it.Review {
-				review = "needs review: no known verb, treated as destructive"
+				review = "needs review"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Name, it.Effect, dash(it.Verb), review)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.Name, it.Effect, dash(it.Word), review, it.Reason)
 		}
 		tw.Flush()
 		fmt.Fprintln(c.stdout, rep.String())
 	}
 	if *strict && len(rep.Review) > 0 {
-		return fmt.Errorf("--strict: %d name(s) need review: %s. Rename them with a verb, or classify them in "+
-			"the workers' Options.Effects", len(rep.Review), strings.Join(rep.Review, ", "))
+		why := make([]string, len(rep.Review))
+		for i, n := range rep.Review {
+			why[i] = "  " + n + ": " + rep.Effects[n].Reason()
+		}
+		return fmt.Errorf("--strict: %d name(s) need review: %s. Rename them so the verb comes first, or classify "+
+			"them in the workers' Options.Effects:\n%s", len(rep.Review), strings.Join(rep.Review, ", "),
+			strings.Join(why, "\n"))
 	}
 	return nil
 }

@@ -314,6 +314,28 @@ func TestCensus(t *testing.T) {
 	ok(t, "census", "--strict", "GetBalance", "SendInvoice")
 }
 
+// census reads grammar: it prints the deciding word and reason, and --strict fails on
+// every name whose grammar cannot tell — also names that hold a known verb.
+func TestCensusGrammar(t *testing.T) {
+	r := ok(t, "census", "--strict", "GetOrder", "GetAndRotateKeys", "UpdateOrderStatus")
+	for _, want := range []string{"REASON", `"get" is the verb: read`, `"rotate" is the verb: destructive`,
+		"effects: read=1 idempotent-write=1 destructive=1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("census lacks %q: %s", want, r)
+		}
+	}
+	c := decodeJSON[censusJSON](t, ok(t, "census", "--json", "GetBasketOrder", "CheckIn"))
+	if a := c.Activities; len(a) != 2 || a[0].Effect != "read" || a[0].Word != "get" || a[0].Rule != "verb" ||
+		a[1].Rule != "phrasal" || !a[1].Review || !strings.Contains(a[1].Reason, "phrasal verb") {
+		t.Fatalf("census --json = %+v", c)
+	}
+	r = idem(t, "census", "--strict", "GetOrder", "CheckIn", "VerifyEmail", "CreditCheck", "GetAndRotateKeys")
+	if r.code != exitFail || !strings.Contains(r.stderr, "3 name(s) need review: CheckIn, CreditCheck, VerifyEmail") ||
+		!strings.Contains(r.stderr, `VerifyEmail: "verify" reads or writes`) || !strings.Contains(r.stderr, `CheckIn: "check" "in" is a phrasal verb`) {
+		t.Fatalf("--strict with grammar flags: %s", r)
+	}
+}
+
 func TestSweep(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		st := openStore(t, b)
