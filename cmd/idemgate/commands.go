@@ -345,10 +345,11 @@ func resolvable(r store.Record, now time.Time) error {
 	case r.State == store.StateReleased:
 		return fmt.Errorf("key %s is already released (%s): the next attempt runs the write; nothing changed. "+
 			"Its history: `idemgate receipts --key %s`", r.Key, ts(r.UpdatedAt), r.Key)
-	case r.State == store.StateClaimed && now.Before(r.Lease):
+	case r.State == store.StateClaimed && !store.Resolvable(r, now):
+		// Until the lease plus store.LeaseMargin: a worker whose clock runs behind may still send.
 		return fmt.Errorf("key %s is held by attempt %d of workflow %s, which may still be running until %s: "+
 			"its outcome is not unknown yet. Nothing changed; wait for the attempt, then look at `idemgate pending`",
-			r.Key, r.Attempt, r.WorkflowID, ts(r.Lease))
+			r.Key, r.Attempt, r.WorkflowID, ts(r.Lease.Add(store.LeaseMargin)))
 	case r.State != store.StateUnknown && r.State != store.StateClaimed:
 		return fmt.Errorf("key %s is in state %q, which resolve does not know; nothing changed", r.Key, r.State)
 	}
