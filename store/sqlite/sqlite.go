@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -76,6 +77,14 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	dir := filepath.Dir(abs)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("idemgate/sqlite: open %s: directory %s does not exist (%v); create it or pick another store path", abs, dir, err)
+	}
+	// The file holds every write's arguments and results: create it owner-only
+	// before SQLite opens it. SQLite gives the -wal and -shm files the main file's
+	// mode. An existing file keeps its mode.
+	if f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("idemgate/sqlite: create %s: %w; pick a writable store path", abs, err)
 	}
 
 	q := url.Values{}
