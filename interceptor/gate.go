@@ -359,6 +359,12 @@ func (c *call) refuseUnknown(rec store.Record) error {
 		"the vendor, then `idemgate resolve %s --sent --result FILE --reason ...` if it happened (the stored result "+
 		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).%s", c.effect, c.name,
 		c.key, rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), why, call, c.key, hint)
+	if !store.Resolvable(rec, c.now) {
+		// The owner's lease passed only just: a worker whose clock runs behind may still
+		// send until lease + store.LeaseMargin, and resolve waits for that too.
+		msg += fmt.Sprintf(" `idemgate resolve` accepts this key from %s (its lease plus %s, for late workers).",
+			rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339), store.LeaseMargin)
+	}
 	hold := c.r.opts.HoldUnknown
 	// Held only while the record outlives the next retry: a key past its window is
 	// forgotten, and the retry after that would send the write again.
