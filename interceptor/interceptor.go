@@ -162,16 +162,15 @@ func (w *workflowInbound) ExecuteUpdate(ctx workflow.Context, in *sdkinterceptor
 	return w.Next.ExecuteUpdate(ctx, in)
 }
 
-// occurrence returns the occurrence key of this call, or "" when the key does not
-// come from an occurrence number: a WithKey call, or an activity keyed by
-// Options.IdentifyingFields. Such calls take no number, so adding, removing or
-// moving them (a signal delivered at another point after a reset, a call added in a
-// workflow.GetVersion branch) does not shift the keys of the other calls.
+// occurrence returns the occurrence key of this call, or "" for a WithKey call:
+// such a call takes no number, so adding, removing or moving one (a signal
+// delivered at another point after a reset, a call added in a workflow.GetVersion
+// branch) does not shift the keys of the other calls of its activity type.
 //
 // Calls made inside an update handler are numbered per update ID: the update's
 // place among the main code's calls moves when a reset re-applies it, its ID does not.
 func (w *workflowInbound) occurrence(ctx workflow.Context, namespace, activityType string, business bool) string {
-	if business || len(w.root.opts.IdentifyingFields[activityType]) > 0 {
+	if business {
 		return ""
 	}
 	if id, ok := ctx.Value(updateIDCtx{}).(string); ok {
