@@ -377,9 +377,11 @@ func TestPluginStopClosesStoreOnce(t *testing.T) {
 		}
 		defer c.Close()
 		w, st := newWorker(t, c)
-		if err := w.Start(); err == nil {
-			w.Stop()
-			t.Fatal("a worker on a namespace that does not exist started")
+		if err := w.Run(nil); err == nil {
+			t.Fatal("a worker on a namespace that does not exist ran")
+		}
+		if n := st.closes.Load(); n != 1 { // Run does not call Stop after a failed start
+			t.Fatalf("%d closes after a failed start, want 1", n)
 		}
 		w.Stop()
 		if n := st.closes.Load(); n != 1 {
