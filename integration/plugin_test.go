@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -131,6 +132,8 @@ func TestPluginLogsCensusOfRegistered(t *testing.T) {
 		w.RegisterActivityWithOptions(&tools{v: newVendor()}, activity.RegisterOptions{Name: "Billing"}) // BillingGetBalance …
 		w.RegisterActivity(Frobnicate)
 		w.RegisterActivityWithOptions(SettleLedger, activity.RegisterOptions{Name: "SendLedger"})
+		w.RegisterDynamicActivity(func(ctx context.Context, args converter.EncodedValues) (any, error) { return nil, nil },
+			activity.DynamicRegisterOptions{})
 	}
 	const want = "effects: read=2 idempotent-write=2 destructive=4; review: Frobnicate"
 	check := func(t *testing.T, logs *logLines, w worker.Worker) {
@@ -142,6 +145,9 @@ func TestPluginLogsCensusOfRegistered(t *testing.T) {
 		got := logs.with("effects:")
 		if len(got) != 1 || !strings.Contains(got[0], "WARN idemgate: "+want) || !strings.Contains(got[0], "review [Frobnicate]") {
 			t.Fatalf("census log %q, want one WARN line with %q", got, want)
+		}
+		if got := logs.with("a dynamic activity is registered"); len(got) != 1 {
+			t.Fatalf("dynamic activity log %q, want one line", got)
 		}
 	}
 	t.Run("PluginOptions.Logger", func(t *testing.T) {

@@ -70,7 +70,8 @@ type PluginOptions struct {
 // same Options); builds the census from the activities registered on that worker
 // and logs it at start; refuses to start (Strict) while a registered activity is
 // flagged for review; checks at start, before the worker polls, that the store
-// answers a claim, an owner-checked release and a read of the pauses; and, with
+// answers a claim, an owner-checked release and a read of the pauses (the probe
+// leaves two receipts of activity "idemgate.probe" per start); and, with
 // PluginOptions.CloseStore, closes the store once after the last worker stopped.
 // On a replayer it adds the worker interceptor (replay never touches the store).
 // On a client it adds NewClientInterceptor, which keys standalone activities.
