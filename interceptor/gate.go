@@ -164,6 +164,9 @@ func claimLease(deadline, now time.Time, skew time.Duration) time.Time {
 
 func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, error) {
 	ns := c.info.Namespace
+	if h.Standalone != "" {
+		return c.standaloneKey(h.Standalone)
+	}
 	if h.HasBusiness {
 		if n := utf8.RuneCountInString(h.Business); n < MinKeyLength || n > MaxKeyLength {
 			return "", appError(fmt.Sprintf("idemgate: %s (%s): the key %q given with WithKey is %d characters; "+
@@ -191,6 +194,12 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 		values = append(values, '}')
 		return identifyingKey(ns, h.Scope, c.name, values), nil
 	}
+	if (!hasHeader || h.Key == "") && c.info.WorkflowExecution.ID == "" {
+		return "", appError(fmt.Sprintf("idemgate: %s (%s) is a standalone activity (ID %q) that arrived without an "+
+			"idempotency key: the client that started it does not run the idemgate client interceptor. Nothing was "+
+			"run. Next step: add interceptor.NewClientInterceptor() to client.Options.Interceptors of that client.",
+			c.name, c.effect, c.info.ActivityID), ErrTypeKeyMissing, true, 0)
+	}
 	if !hasHeader || h.Key == "" {
 		return "", appError(fmt.Sprintf("idemgate: %s (%s) arrived without an idempotency key: the workflow %s that "+
 			"scheduled it does not run the idemgate interceptor. Nothing was run. Next step: add the interceptor from "+
@@ -198,6 +207,18 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 			c.name, c.effect, c.info.WorkflowExecution.ID), ErrTypeKeyMissing, true, 0)
 	}
 	return h.Key, nil
+}
+
+// standaloneKey keys a standalone activity by the activity ID its caller gave; a
+// header naming another ID, or a workflow's activity, was not stamped for this call.
+func (c *call) standaloneKey(id string) (string, error) {
+	if id != c.info.ActivityID || c.info.WorkflowExecution.ID != "" {
+		return "", appError(fmt.Sprintf("idemgate: %s (%s) activity %s carries the standalone key of activity %q, "+
+			"not its own. Nothing was run. Next step: start standalone activities through a client with "+
+			"interceptor.NewClientInterceptor, and do not copy its header into other calls.",
+			c.name, c.effect, c.info.ActivityID, id), ErrTypeKeyInvalid, true, 0)
+	}
+	return standaloneKey(c.info.Namespace, c.name, id), nil
 }
 
 func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterceptor.ExecuteActivityInput, rec store.Record, takenOver bool) (res any, err error) {
