@@ -24,7 +24,12 @@ func New(opts Options) (sdkinterceptor.WorkerInterceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &root{opts: o, pauses: pauseCache{first: make(chan struct{})}}, nil
+	return newRoot(o), nil
+}
+
+// newRoot is the one gate both New and NewPlugin hand out, from validated options.
+func newRoot(o Options) *root {
+	return &root{opts: o, pauses: pauseCache{first: make(chan struct{})}}
 }
 
 type root struct {

@@ -133,7 +133,7 @@ func NewPlugin(opts Options, p PluginOptions) (*Plugin, error) {
 		p.ProbeTimeout = DefaultProbeTimeout
 	}
 	return &Plugin{
-		gate:    &root{opts: o, pauses: pauseCache{first: make(chan struct{})}},
+		gate:    newRoot(o),
 		p:       p,
 		workers: map[string]*pluginWorker{},
 	}, nil
