@@ -754,4 +754,33 @@ func TestFeatureStandaloneActivity(t *testing.T) {
 	if interceptor.ErrorType(err) != interceptor.ErrTypeKeyMissing || r.v.total() != 4 {
 		t.Fatalf("standalone ChargeCard from a client without the interceptor: %v, vendor %d calls", err, r.v.total())
 	}
+
+	// A header naming another activity ID would give this call that activity's key.
+	forged := server.NewClientWithOptions(client.Options{Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		Interceptors: []sdkinterceptor.ClientInterceptor{interceptor.NewClientInterceptor(), &forgeHeader{}}})
+	t.Cleanup(forged.Close)
+	_, err = exec(forged, "feature-sa-forged", "ChargeCard")
+	if interceptor.ErrorType(err) != interceptor.ErrTypeKeyInvalid || r.v.total() != 4 {
+		t.Fatalf("standalone ChargeCard carrying another activity's key: %v, vendor %d calls", err, r.v.total())
+	}
+}
+
+// forgeHeader rewrites, after NewClientInterceptor (listed after it, it runs inside
+// it), the idemgate header to name the activity "feature-sa-charge".
+type forgeHeader struct {
+	sdkinterceptor.ClientInterceptorBase
+}
+
+func (*forgeHeader) InterceptClient(next sdkinterceptor.ClientOutboundInterceptor) sdkinterceptor.ClientOutboundInterceptor {
+	return &forgeOutbound{ClientOutboundInterceptorBase: sdkinterceptor.ClientOutboundInterceptorBase{Next: next}}
+}
+
+type forgeOutbound struct {
+	sdkinterceptor.ClientOutboundInterceptorBase
+}
+
+func (o *forgeOutbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ClientExecuteActivityInput) (client.ActivityHandle, error) {
+	h := sdkinterceptor.Header(ctx)
+	h["idemgate"] = &commonpb.Payload{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`{"sa":"feature-sa-charge"}`)}
+	return o.Next.ExecuteActivity(ctx, in)
 }
