@@ -483,7 +483,8 @@ func TestFeatureLocalActivity(t *testing.T) {
 
 // Signal handlers: a coroutine charges a tip when a signal comes. A reset re-applies
 // the signals received after the reset point all at once, so the tip's charge, first
-// in the original run, now comes after the order's. The order's key must not move:
+// in the original run, now comes after the order's (and the sticky cache is purged
+// in between, so the order's key is minted by a replay). Its key must not move:
 //   - byKey (the tip under WithKey, the remedy): a WithKey call takes no occurrence
 //     number, so both charges return their stored results and nothing is charged
 //     twice. (Before the fix the tip took number 1, the order was charged again.)
@@ -498,6 +499,7 @@ func TestFeatureSignalHandler(t *testing.T) {
 			run := r.start(id, Tipped, byKey)
 			r.signal(id, run.GetRunID(), "tip", "tip-0001")
 			waitFor(t, "the tip's charge", func() bool { return r.v.total() == 1 })
+			worker.PurgeStickyWorkflowCache() // the order's key is minted by a replay
 			r.signal(id, run.GetRunID(), "go", nil)
 			first, err := r.result(run)
 			if err != nil {
