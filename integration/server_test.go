@@ -14,10 +14,8 @@ import (
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
@@ -76,9 +74,20 @@ type tools struct {
 	v *vendor
 	// failFirst makes attempt 1 reach the vendor and then fail with an unmarked error.
 	failFirst bool
+	// fail, when set, decides per attempt whether the body fails, after it reached
+	// the vendor (reached) or before. Set it before the workflow starts.
+	fail func(ctx context.Context) (err error, reached bool)
 }
 
 func (t *tools) body(ctx context.Context) (string, error) {
+	if t.fail != nil {
+		if err, reached := t.fail(ctx); err != nil {
+			if reached {
+				t.v.hit(ctx)
+			}
+			return "", err
+		}
+	}
 	key := t.v.hit(ctx)
 	if t.failFirst && activity.GetInfo(ctx).Attempt == 1 {
 		return "", errors.New("connection reset after the request was written")
@@ -166,6 +175,7 @@ func (r *rig) startWorker() {
 	w.RegisterWorkflow(Chain)
 	w.RegisterWorkflow(ChargeThenFail)
 	w.RegisterActivity(r.tools)
+	registerFeatures(w)
 	if err := w.Start(); err != nil {
 		r.t.Fatal(err)
 	}
@@ -274,111 +284,6 @@ func TestReplayerDeterminism(t *testing.T) {
 	}
 }
 
-// A reset past a finished ChargeCard re-runs the workflow code; the key is the same,
-// so the stored result comes back and the vendor is not called again.
-func TestResetKeepsKeys(t *testing.T) {
-	r := newRig(t, interceptor.Options{})
-	run := r.start("reset-me", Steps, []string{"ChargeCard", "GetBalance"})
-	first, err := r.result(run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Reset to the end of the first workflow task: before ChargeCard was scheduled.
-	var resetTo int64
-	for _, e := range r.history("reset-me", run.GetRunID()) {
-		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			resetTo = e.GetEventId()
-			break
-		}
-	}
-	resp, err := r.c.ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace:                 server.GetDefaultNamespace(),
-		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: "reset-me", RunId: run.GetRunID()},
-		Reason:                    "test reset",
-		WorkflowTaskFinishEventId: resetTo,
-		RequestId:                 fmt.Sprint(time.Now().UnixNano()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := r.result(r.c.GetWorkflow(context.Background(), "reset-me", resp.GetRunId()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again[0] != first[0] {
-		t.Fatalf("after reset ChargeCard returned %q, want the stored %q", again[0], first[0])
-	}
-	if k := r.v.keys(); len(k) != 3 || k[0] == k[1] || k[2] != k[1] {
-		// ChargeCard once, GetBalance twice (reads always run) with the same key.
-		t.Fatalf("vendor keys after reset %q: ChargeCard must not run again", k)
-	}
-	rs, _ := r.st.Receipts(context.Background(), store.ReceiptFilter{WorkflowID: "reset-me", Decision: store.DecisionReplayed})
-	if len(rs) != 1 || rs[0].Activity != "ChargeCard" {
-		t.Fatalf("replayed receipts after reset: %+v", rs)
-	}
-}
-
-func TestContinueAsNewMintsDistinctKeys(t *testing.T) {
-	for _, scope := range []interceptor.Scope{interceptor.ScopeExecution, interceptor.ScopeWorkflowID} {
-		t.Run(scope.String(), func(t *testing.T) {
-			r := newRig(t, interceptor.Options{Scope: scope})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			run := r.start("chain-"+scope.String(), Chain, 3)
-			var out string
-			if err := run.Get(ctx, &out); err != nil {
-				t.Fatal(err)
-			}
-			k := r.v.keys()
-			if len(k) != 3 || k[0] == k[1] || k[1] == k[2] || k[0] == k[2] {
-				t.Fatalf("three continue-as-new runs charged with keys %q: want three distinct keys, three charges", k)
-			}
-		})
-	}
-}
-
-// With per-workflow-ID scope, a second run with the same workflow ID does not repeat a
-// finished write.
-func TestWorkflowIDScopeSpansReRuns(t *testing.T) {
-	r := newRig(t, interceptor.Options{Scope: interceptor.ScopeWorkflowID})
-	first, err := r.result(r.start("order-4217", Steps, []string{"ChargeCard"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := r.result(r.start("order-4217", Steps, []string{"ChargeCard"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.v.total() != 1 || first[0] != second[0] {
-		t.Fatalf("re-run of order-4217: vendor %d, results %q %q", r.v.total(), first, second)
-	}
-}
-
-// The sticky cache purged mid-run: the workflow replays from history without a
-// non-determinism error and without re-running a finished activity.
-func TestStickyCachePurgeMidRun(t *testing.T) {
-	r := newRig(t, interceptor.Options{})
-	run := r.start("purge-me", Steps, []string{"ChargeCard", "wait", "UpsertContact"})
-	deadline := time.Now().Add(30 * time.Second)
-	for r.v.total() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("ChargeCard never ran")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	worker.PurgeStickyWorkflowCache()
-	if err := r.c.SignalWorkflow(context.Background(), "purge-me", run.GetRunID(), "go", nil); err != nil {
-		t.Fatal(err)
-	}
-	out, err := r.result(run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k := r.v.keys(); len(k) != 2 || k[0] == k[1] || len(out) != 2 {
-		t.Fatalf("after purge: vendor keys %q, results %q", k, out)
-	}
-}
-
 // ChargeThenFail charges, then fails its first run: Temporal retries the workflow.
 func ChargeThenFail(ctx workflow.Context) (string, error) {
 	var r string
@@ -389,33 +294,4 @@ func ChargeThenFail(ctx workflow.Context) (string, error) {
 		return "", temporal.NewApplicationError("the step after the charge failed", "AfterCharge")
 	}
 	return r, nil
-}
-
-// With per-workflow-ID scope, a workflow retry (a new run of the same workflow ID)
-// does not repeat the finished charge; with the default scope it is a new execution
-// and a new write.
-func TestWorkflowRetryUnderWorkflowIDScope(t *testing.T) {
-	for _, c := range []struct {
-		scope   interceptor.Scope
-		charges int
-	}{{interceptor.ScopeWorkflowID, 1}, {interceptor.ScopeExecution, 2}} {
-		t.Run(c.scope.String(), func(t *testing.T) {
-			r := newRig(t, interceptor.Options{Scope: c.scope})
-			run, err := r.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "retry-" + c.scope.String(),
-				TaskQueue: r.queue, WorkflowExecutionTimeout: time.Minute,
-				RetryPolicy: &temporal.RetryPolicy{InitialInterval: 50 * time.Millisecond, MaximumAttempts: 2}}, ChargeThenFail)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			var out string
-			if err := run.Get(ctx, &out); err != nil {
-				t.Fatal(err)
-			}
-			if r.v.total() != c.charges {
-				t.Fatalf("scope %s: %d charges over a workflow retry, want %d", c.scope, r.v.total(), c.charges)
-			}
-		})
-	}
 }
