@@ -63,8 +63,9 @@ type injection struct {
 type Option func(*config)
 
 type config struct {
-	opts   interceptor.Options
-	logger log.Logger
+	opts    interceptor.Options
+	logger  log.Logger
+	metrics client.MetricsHandler
 }
 
 // WithOptions gives the gate these options (e.g. activities.GateOptions(nil)).
@@ -75,6 +76,11 @@ func WithOptions(o interceptor.Options) Option { return func(c *config) { c.opts
 
 // WithLogger sets the environments' logger. Optional: nothing is logged.
 func WithLogger(l log.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMetricsHandler gives the environments this metrics handler, through which
+// the gate counts its decisions (interceptor.MetricDecisions). Optional: the
+// testsuite's default.
+func WithMetricsHandler(h client.MetricsHandler) Option { return func(c *config) { c.metrics = h } }
 
 // New returns a kit. tb may be nil (in Example functions): an invalid option then
 // panics instead of failing the test.
@@ -118,6 +124,9 @@ func New(tb testing.TB, opts ...Option) *Kit {
 		cfg.logger = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	}
 	k.suite.SetLogger(cfg.logger)
+	if cfg.metrics != nil {
+		k.suite.SetMetricsHandler(cfg.metrics)
+	}
 	return k
 }
 
