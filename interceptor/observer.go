@@ -6,6 +6,16 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
+// The names a decision is exported under: span attributes (contrib/otel) and the
+// keys of the demo worker's JSON lines (--observe stdout).
+const (
+	AttrDecision  = "idemgate.decision"
+	AttrEffect    = "idemgate.effect"
+	AttrKey       = "idemgate.key"
+	AttrAttempt   = "idemgate.attempt"
+	AttrErrorType = "idemgate.error_type"
+)
+
 // Decision is one decision of the gate, as an Observer sees it.
 type Decision struct {
 	// Activity is the activity type name; Effect its class.

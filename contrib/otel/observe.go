@@ -9,13 +9,13 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 )
 
-// Span attribute and event names.
+// Span attribute and event names (the attribute names are interceptor's).
 const (
-	AttrDecision  = "idemgate.decision"
-	AttrEffect    = "idemgate.effect"
-	AttrKey       = "idemgate.key"
-	AttrAttempt   = "idemgate.attempt"
-	AttrErrorType = "idemgate.error_type"
+	AttrDecision  = interceptor.AttrDecision
+	AttrEffect    = interceptor.AttrEffect
+	AttrKey       = interceptor.AttrKey
+	AttrAttempt   = interceptor.AttrAttempt
+	AttrErrorType = interceptor.AttrErrorType
 	// EventRefused is the span event of a refusal.
 	EventRefused = "idemgate.refused"
 )
