@@ -482,6 +482,7 @@ func (c *call) signal(d store.Decision, err error) {
 	activity.GetMetricsHandler(c.ctx).WithTags(map[string]string{
 		"activity_type": c.name, "effect": c.effect.String(), "decision": string(d),
 	}).Counter(MetricDecisions).Inc(1)
+	c.observe(d, err)
 }
 
 // MetricDecisions counts gate decisions, tagged activity_type, effect and decision.

@@ -127,6 +127,10 @@ type Options struct {
 
 	// Now is the clock. Optional: nil means time.Now.
 	Now func() time.Time
+
+	// Observer is called once per gate decision (see Decision), e.g. to put it on
+	// the activity's trace span (contrib/otel). Optional: nil observes nothing.
+	Observer Observer
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -20,5 +20,7 @@ else
 fi
 
 go test -count=1 -timeout 25m "$@" ./...
+# contrib/otel is a module of its own (the root module stays free of OpenTelemetry).
+(cd contrib/otel && go test -count=1 ./...)
 # The concurrency-heavy core once more under the race detector.
 go test -count=1 -race -timeout 10m "$@" ./interceptor/... ./store/... ./internal/... ./idemhttp/... ./vendorsim/...

@@ -12,17 +12,20 @@
 // (postgres://… or host=… dbname=…); what the worker prints never shows its password.
 // The model planner's API key comes from OPENAI_API_KEY or --llm-api-key-file FILE,
 // never from the command line. At start it prints the census of its activities and
-// names the ones flagged for review.
+// names the ones flagged for review. --observe stdout prints each gate decision as a
+// JSON line, keyed like the span attributes of contrib/otel.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,11 +64,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	llmURL := fs.String("llm-base-url", os.Getenv("IDEMGATE_LLM_BASE_URL"), "OpenAI-compatible API root for the model planner (default: jobs must carry a script)")
 	llmModel := fs.String("llm-model", os.Getenv("IDEMGATE_LLM_MODEL"), "model for the model planner")
 	llmKeyFile := fs.String("llm-api-key-file", "", "file holding the model planner's API key (default: $OPENAI_API_KEY)")
+	observe := fs.String("observe", os.Getenv("IDEMGATE_OBSERVE"), "stdout: print each gate decision as a JSON line (span attribute names)")
 	if err := secrets.RefuseFlag(args, "llm-api-key", "OPENAI_API_KEY", "llm-api-key-file"); err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
 	}
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *observe != "" && *observe != "stdout" {
+		fmt.Fprintf(stderr, "worker: --observe %q: the only exporter is stdout (for OpenTelemetry, see contrib/otel)\n", *observe)
 		return 2
 	}
 	for _, e := range []struct{ flag, value string }{{"docs", ep.Docs}, {"crm", ep.CRM}, {"tickets", ep.Tickets},
@@ -101,6 +109,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker: %s\n", w)
 	}
 	opts := activities.GateOptions(st)
+	if *observe == "stdout" {
+		opts.Observer = jsonLines(stdout)
+	}
 	gate, err := interceptor.New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
@@ -132,6 +143,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	<-ctx.Done()
 	w.Stop()
 	return 0
+}
+
+// jsonLines is an observer that writes each decision to w as one JSON object,
+// keyed like the span attributes of contrib/otel, plus the metric it counts.
+func jsonLines(w io.Writer) interceptor.Observer {
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	return func(_ context.Context, d interceptor.Decision) {
+		line := map[string]any{"activity": d.Activity, interceptor.AttrDecision: d.Decision,
+			interceptor.AttrEffect: d.Effect.String(), interceptor.AttrKey: d.Key, interceptor.AttrAttempt: d.Attempt,
+			"metric": interceptor.MetricDecisions}
+		if d.ErrorType != "" {
+			line[interceptor.AttrErrorType] = d.ErrorType
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(line) // an observer must not fail the activity
+	}
 }
 
 func envOr(name, def string) string {

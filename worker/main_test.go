@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/idemgate/idemgate/activities"
+	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/pgtest"
 	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/vendorsim"
@@ -38,6 +40,7 @@ func TestBadInput(t *testing.T) {
 		{"unreachable Temporal", append([]string{"--store", filepath.Join(dir, "w.db"), "--temporal-address", "127.0.0.1:1"}, urls...),
 			"cannot reach Temporal at 127.0.0.1:1"},
 		{"unknown flag", []string{"--frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{"unknown exporter", append([]string{"--observe", "jaeger"}, urls...), `--observe "jaeger": the only exporter is stdout`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,7 +69,8 @@ func TestWorkerRunsAJob(t *testing.T) {
 		done <- run(ctx, []string{"--temporal-address", srv.GetFrontendHostPort(), "--namespace", srv.GetDefaultNamespace(),
 			"--task-queue", "agent-test", "--store", filepath.Join(t.TempDir(), "w.db"),
 			"--docs-url", world.Docs.URL, "--crm-url", world.CRM.URL, "--tickets-url", world.Tickets.URL,
-			"--payments-url", world.Payments.URL, "--email-url", world.Email.URL, "--chat-url", world.Chat.URL}, &out, &out)
+			"--payments-url", world.Payments.URL, "--email-url", world.Email.URL, "--chat-url", world.Chat.URL,
+			"--observe", "stdout"}, &out, &out)
 	}()
 	script := activities.Support
 	job, err := srv.GetDefaultClient().ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "agent-test"},
@@ -87,6 +91,28 @@ func TestWorkerRunsAJob(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "effects: read=3 idempotent-write=2 destructive=3") {
 		t.Fatalf("no census in %q", out.String())
+	}
+	// --observe stdout: one JSON line per decision, keyed like the span attributes.
+	decided := map[string]map[string]any{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var d map[string]any
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatalf("observe line %q: %v", line, err)
+		}
+		decided[d["activity"].(string)] = d
+	}
+	c := decided["ChargeCard"]
+	if c == nil || c[interceptor.AttrDecision] != "ran" || c[interceptor.AttrEffect] != "destructive" ||
+		c[interceptor.AttrAttempt] != float64(1) || c[interceptor.AttrKey] == "" || c["metric"] != interceptor.MetricDecisions {
+		t.Fatalf("ChargeCard's decision line: %v (all: %v)", c, decided)
+	}
+	for _, name := range activities.Names() {
+		if decided[name] == nil {
+			t.Errorf("no decision line for %s", name)
+		}
 	}
 }
 

@@ -1,0 +1,369 @@
+package idemgatetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memory"
+)
+
+// Kit is one gate with an in-memory store, shared by the environments it makes.
+// Its methods are safe for concurrent use.
+type Kit struct {
+	// Store is the in-memory store behind the gate. Store.FailWith(err) makes the
+	// whole store unreachable until Store.FailWith(nil).
+	Store *memory.Store
+
+	tb    testing.TB
+	gate  sdkinterceptor.WorkerInterceptor
+	suite testsuite.WorkflowTestSuite
+	opts  interceptor.Options
+
+	mu        sync.Mutex
+	offset    time.Duration
+	pending   map[string]*injection // activity -> next injection
+	crashed   map[string]*injection // key -> crash whose store writes are dropped
+	decisions []interceptor.Decision
+	runs      map[string]int
+	calls     map[string]int
+	envs      int
+}
+
+type kind int
+
+const (
+	crashAfterVendor kind = iota + 1
+	resolvedAsSent
+	storeDown
+)
+
+type injection struct {
+	kind   kind
+	result any // resolvedAsSent
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	opts    interceptor.Options
+	logger  log.Logger
+	metrics client.MetricsHandler
+}
+
+// WithOptions gives the gate these options (e.g. activities.GateOptions(nil)).
+// Their Store is replaced by the kit's; their Now and Observer still apply (Now
+// offset by the kit's jumps, Observer called after the kit's). Optional: the
+// zero Options.
+func WithOptions(o interceptor.Options) Option { return func(c *config) { c.opts = o } }
+
+// WithLogger sets the environments' logger. Optional: nothing is logged.
+func WithLogger(l log.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMetricsHandler gives the environments this metrics handler, through which
+// the gate counts its decisions (interceptor.MetricDecisions). Optional: the
+// testsuite's default.
+func WithMetricsHandler(h client.MetricsHandler) Option { return func(c *config) { c.metrics = h } }
+
+// New returns a kit. tb may be nil (in Example functions): an invalid option then
+// panics instead of failing the test.
+func New(tb testing.TB, opts ...Option) *Kit {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	k := &Kit{Store: memory.New(), tb: tb, pending: map[string]*injection{}, crashed: map[string]*injection{},
+		runs: map[string]int{}, calls: map[string]int{}}
+	o := cfg.opts
+	base, user := o.Now, o.Observer
+	if base == nil {
+		base = time.Now
+	}
+	o.Store = &kitStore{Store: k.Store, k: k}
+	o.Now = func() time.Time {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return base().Add(k.offset)
+	}
+	o.Observer = func(ctx context.Context, d interceptor.Decision) {
+		k.mu.Lock()
+		k.decisions = append(k.decisions, d)
+		k.mu.Unlock()
+		if user != nil {
+			user(ctx, d)
+		}
+	}
+	if o.PauseRefresh == 0 {
+		// Pause and Resume take effect at the next write: the gate re-reads the
+		// pauses (from memory) before every write.
+		o.PauseRefresh = time.Nanosecond
+	}
+	gate, err := interceptor.New(o)
+	if err != nil {
+		k.fatal(fmt.Errorf("idemgate/idemgatetest: %w", err))
+	}
+	k.gate, k.opts = gate, o
+	if cfg.logger == nil {
+		cfg.logger = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	}
+	k.suite.SetLogger(cfg.logger)
+	if cfg.metrics != nil {
+		k.suite.SetMetricsHandler(cfg.metrics)
+	}
+	return k
+}
+
+// fail reports err from an activity's goroutine, where a test may not stop.
+func (k *Kit) fail(err error) {
+	if k.tb == nil {
+		panic(err)
+	}
+	k.tb.Error(err)
+}
+
+func (k *Kit) fatal(err error) {
+	if k.tb == nil {
+		panic(err)
+	}
+	k.tb.Helper()
+	k.tb.Fatal(err)
+}
+
+// Now is the gate's clock: the real time plus the jumps injected crashes made.
+func (k *Kit) Now() time.Time { return k.opts.Now() }
+
+// Interceptors are the worker interceptors the kit installs, in order: add them
+// to worker.Options.Interceptors (after Temporal's tracing interceptor, if any)
+// when a test sets its own worker options.
+func (k *Kit) Interceptors() []sdkinterceptor.WorkerInterceptor {
+	return []sdkinterceptor.WorkerInterceptor{k.gate, &bodyCounter{k: k}}
+}
+
+// NewWorkflowEnvironment returns a workflow test environment whose worker runs
+// the gate. Register the workflow and activities on it as usual (real
+// activities, not OnActivity(...).Return mocks: a mocked value skips the gate).
+//
+// Each environment starts its workflow with a workflow ID of its own
+// ("idemgatetest-N"): every testsuite environment uses the same IDs by default, so
+// two of them sharing the kit's store would share minted keys, and the second
+// would get the first's stored results. A test that sets its own start options
+// (env.SetStartWorkflowOptions) chooses the ID itself.
+func (k *Kit) NewWorkflowEnvironment() *testsuite.TestWorkflowEnvironment {
+	env := k.suite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: k.Interceptors()})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "idemgatetest-" + strconv.Itoa(k.nextEnv()), TaskQueue: "idemgatetest"})
+	return env
+}
+
+func (k *Kit) nextEnv() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.envs++
+	return k.envs
+}
+
+// NewActivityEnvironment returns an activity test environment whose worker runs
+// the gate, with a key for every call: the one in the header the test set
+// (env.SetHeader(KeyHeader(...))), else one derived from this environment and the
+// activity ID, so each ExecuteActivity is a write of its own.
+func (k *Kit) NewActivityEnvironment() *testsuite.TestActivityEnvironment {
+	n := k.nextEnv()
+	env := k.suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: append(
+		[]sdkinterceptor.WorkerInterceptor{&keyer{env: n}}, k.Interceptors()...)})
+	return env
+}
+
+// KeyHeader is the header an activity scheduled under interceptor.WithKey(ctx,
+// key) carries: give it to TestActivityEnvironment.SetHeader so every call in
+// that environment is the same write.
+func KeyHeader(key string) *commonpb.Header {
+	h := &commonpb.Header{Fields: map[string]*commonpb.Payload{}}
+	if _, err := interceptor.SetTestKey(h.Fields, key); err != nil {
+		panic(err) // not reached: the map is not nil and the header encodes
+	}
+	return h
+}
+
+// CrashAfterVendor makes the next call of activity reach the body, whose vendor
+// calls are made, and then die with the worker before anything is recorded.
+// Temporal retries after the attempt's lease; the kit's clock jumps past it.
+func (k *Kit) CrashAfterVendor(activity string) {
+	k.inject(activity, &injection{kind: crashAfterVendor})
+}
+
+// ResolvedAsSent is CrashAfterVendor followed by a person resolving the key as
+// sent with result (`idemgate resolve KEY --sent`): the retry returns result
+// without running the body.
+func (k *Kit) ResolvedAsSent(activity string, result any) {
+	k.inject(activity, &injection{kind: resolvedAsSent, result: result})
+}
+
+// StoreDown makes the claim of the next call of activity fail as if the store
+// could not be reached: the write fails closed, retryably, and does not run.
+func (k *Kit) StoreDown(activity string) { k.inject(activity, &injection{kind: storeDown}) }
+
+func (k *Kit) inject(activity string, in *injection) {
+	k.mu.Lock()
+	k.pending[activity] = in
+	k.mu.Unlock()
+}
+
+// take removes and returns the pending injection of activity if it is one of kinds.
+func (k *Kit) take(activity string, kinds ...kind) *injection {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	in := k.pending[activity]
+	if in == nil {
+		return nil
+	}
+	for _, kd := range kinds {
+		if in.kind == kd {
+			delete(k.pending, activity)
+			return in
+		}
+	}
+	return nil
+}
+
+// Pause pauses the writes of activity, as `idemgate pause --activity` does, until Resume.
+func (k *Kit) Pause(activity, reason string) {
+	p := store.Pause{Activity: activity, Actor: "idemgatetest", Reason: reason, Time: k.Now()}
+	if err := k.Store.Pause(context.Background(), p); err != nil {
+		k.fatal(fmt.Errorf("idemgate/idemgatetest: pause %s: %w", activity, err))
+	}
+}
+
+// Resume lifts the pause of activity.
+func (k *Kit) Resume(activity string) {
+	p := store.Pause{Activity: activity, Actor: "idemgatetest", Reason: "resumed by the test", Time: k.Now()}
+	if err := k.Store.Resume(context.Background(), p); err != nil {
+		k.fatal(fmt.Errorf("idemgate/idemgatetest: resume %s: %w", activity, err))
+	}
+}
+
+// Decisions lists the gate's decisions for activity ("" for every activity), in order.
+func (k *Kit) Decisions(activity string) []interceptor.Decision {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []interceptor.Decision
+	for _, d := range k.decisions {
+		if activity == "" || d.Activity == activity {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Receipts lists the receipts stored for activity ("" for every activity), oldest first.
+func (k *Kit) Receipts(activity string) []store.Receipt {
+	rs, err := k.Store.Receipts(context.Background(), store.ReceiptFilter{Activity: activity})
+	if err != nil {
+		k.fatal(fmt.Errorf("idemgate/idemgatetest: receipts of %s: %w", activity, err))
+	}
+	return rs
+}
+
+// BodyRuns is how often the body of activity ran.
+func (k *Kit) BodyRuns(activity string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.runs[activity]
+}
+
+// VendorCalls is how many outgoing calls of activity's bodies through idemhttp
+// may have reached a vendor: all but those certainly not sent.
+func (k *Kit) VendorCalls(activity string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.calls[activity]
+}
+
+// ErrWorkerDied is what the attempt a crash was injected into ends with; the
+// gate records nothing of it, as after a real crash.
+var ErrWorkerDied = errors.New("idemgate/idemgatetest: the worker died after the activity's vendor calls (injected)")
+
+// bodyCounter sits after the gate: what reaches it is a body run.
+type bodyCounter struct {
+	sdkinterceptor.WorkerInterceptorBase
+	k *Kit
+}
+
+func (b *bodyCounter) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	a := &bodyInbound{k: b.k}
+	a.Next = next
+	return a
+}
+
+type bodyInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	k *Kit
+}
+
+func (a *bodyInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	name := activity.GetInfo(ctx).ActivityType.Name
+	inj := a.k.take(name, crashAfterVendor, resolvedAsSent)
+	res, err := a.Next.ExecuteActivity(ctx, in)
+	st, gated := attempt.FromContext(ctx)
+	sent := 0
+	if gated {
+		for _, o := range st.Observations() {
+			if o.Outcome != attempt.NotSent {
+				sent++
+			}
+		}
+	}
+	a.k.mu.Lock()
+	a.k.runs[name]++
+	a.k.calls[name] += sent
+	if inj != nil && gated && st.Key != "" {
+		a.k.crashed[st.Key] = inj
+	}
+	a.k.mu.Unlock()
+	if inj != nil {
+		return nil, ErrWorkerDied
+	}
+	return res, err
+}
+
+// keyer sits before the gate in an activity environment and gives each call a key.
+type keyer struct {
+	sdkinterceptor.WorkerInterceptorBase
+	env int
+}
+
+func (k *keyer) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	a := &keyerInbound{env: k.env}
+	a.Next = next
+	return a
+}
+
+type keyerInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	env int
+}
+
+func (a *keyerInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	key := "idemgatetest/env-" + strconv.Itoa(a.env) + "/activity-" + activity.GetInfo(ctx).ActivityID
+	if _, err := interceptor.SetTestKey(sdkinterceptor.Header(ctx), key); err != nil {
+		return nil, err
+	}
+	return a.Next.ExecuteActivity(ctx, in)
+}
