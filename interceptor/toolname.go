@@ -35,7 +35,7 @@ func (o Options) effectiveName(activityType string, args []any) (string, error) 
 		v, err := toolField(args, f)
 		if err != nil {
 			return "", fmt.Errorf("idemgate: %s: the tool name field %q %v; Options.ToolNames[%q] names the tool "+
-				"by %q. Nothing was run. Next step: pass the tool's name there, or fix Options.ToolNames[%q].",
+				"by %q. Nothing was run. Next step: pass the tool's name there, or fix Options.ToolNames[%q]",
 				activityType, f, err, activityType, tn.Fields, activityType)
 		}
 		if i > 0 {
