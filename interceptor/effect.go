@@ -74,7 +74,14 @@ type Classification struct {
 	// Parts is the number of parts of a compound name ("GetAndRotateKeys": 2); 1 for
 	// a simple name, 0 for an override.
 	Parts int
-	also  why // a flagged part other than the deciding one
+	// Hinted is the effect the activity's Hints claim (0 when it has none); HintFrom
+	// says who claims it (Hints.From).
+	Hinted   Effect
+	HintFrom string
+	// Contradicts is true when the hints claim a lower effect than the name reads as:
+	// the name's class stands (hints only tighten), and a person should look.
+	Contradicts bool
+	also        why // a flagged part other than the deciding one
 }
 
 // Word lists. A token is matched whole and case-insensitively: plurals and
@@ -491,10 +498,13 @@ const (
 	// SourceMoney: a creating verb whose object moves money ("CreateStripeCharge",
 	// "stripe.payouts.create"): destructive.
 	SourceMoney
+	// SourceHint: the activity's Hints decided — they raised the name's class, or the
+	// name has no known verb and took its class from them.
+	SourceHint
 )
 
 var sourceNames = [...]string{"none", "verb", "override", "verb-later", "second-verb", "phrasal", "dequeue",
-	"read-or-write", "noun-verb-first", "money"}
+	"read-or-write", "noun-verb-first", "money", "hint"}
 
 // String gives the rule's short name ("verb", "phrasal", …).
 func (s Source) String() string {
@@ -549,17 +559,89 @@ func (c Classification) reason(src Source, word, other string) string {
 			"severe counts (%s); confirm with Options.Effects", word, other, c.Effect)
 	case SourceMoney:
 		return fmt.Sprintf("%q with the object %q moves money: destructive", word, other)
+	case SourceHint:
+		if word != "" {
+			return fmt.Sprintf("%q reads as a lower class, the hints of %s say %s: the more severe counts", word,
+				c.hintFrom(), c.Effect)
+		}
+		return fmt.Sprintf("no known verb in the name; the hints of %s say %s", c.hintFrom(), c.Effect)
 	}
 	return src.String()
 }
 
-// Classify classifies name with the options' overrides applied: an entry in
-// Options.Effects wins over the verb lists, both ways.
+func (c Classification) hintFrom() string {
+	if c.HintFrom == "" {
+		return "an untrusted source"
+	}
+	return c.HintFrom
+}
+
+// Hints is an untrusted claim about what an activity does: an MCP tool's
+// annotations, a vendor's API description. Hints may raise the class the name reads
+// as, never lower it, and give a class to a name with no known verb (see
+// Options.Hints). nil fields say nothing.
+type Hints struct {
+	// ReadOnly: the activity changes nothing (MCP readOnlyHint).
+	ReadOnly *bool
+	// Destructive: a second run changes something again (MCP destructiveHint).
+	Destructive *bool
+	// Idempotent: running it again with the same arguments changes nothing more
+	// (MCP idempotentHint).
+	Idempotent *bool
+	// From names who claims it, shown in reasons and the census ("mcp server crm").
+	From string
+}
+
+// Effect is the class the hints claim, 0 when they say nothing: Destructive when
+// Destructive is true; else Read when ReadOnly is true; else IdempotentWrite when
+// Idempotent is true; else, when they say anything (a write that is neither read-only
+// nor idempotent), Destructive.
+func (h Hints) Effect() Effect {
+	switch {
+	case h.Destructive != nil && *h.Destructive:
+		return Destructive
+	case h.ReadOnly != nil && *h.ReadOnly:
+		return Read
+	case h.Idempotent != nil && *h.Idempotent:
+		return IdempotentWrite
+	case h.ReadOnly != nil || h.Destructive != nil || h.Idempotent != nil:
+		return Destructive
+	}
+	return 0
+}
+
+// Classify classifies name with the options applied: an entry in Options.Effects
+// wins over everything, both ways; otherwise the name's class, tightened or refined
+// by Options.Hints (see there).
 func (o Options) Classify(activityName string) Classification {
 	if e, ok := o.Effects[activityName]; ok {
 		return Classification{Effect: e, Override: true, Source: SourceOverride}
 	}
-	return Classify(activityName)
+	c := Classify(activityName)
+	h, ok := o.Hints[activityName]
+	if !ok {
+		return c
+	}
+	return c.hinted(h)
+}
+
+// hinted applies untrusted hints to a name's classification: tighten only.
+func (c Classification) hinted(h Hints) Classification {
+	he := h.Effect()
+	if he == 0 {
+		return c
+	}
+	c.Hinted, c.HintFrom = he, h.From
+	switch {
+	case c.Source == SourceNone && c.Parts == 1:
+		// No known verb anywhere in the name: the hints give the class.
+		c.Effect, c.Review, c.Source, c.Verb, c.Word, c.Other = he, false, SourceHint, "", "", ""
+	case he > c.Effect:
+		c.Effect, c.Source = he, SourceHint
+	case he < c.Effect:
+		c.Contradicts = true
+	}
+	return c
 }
 
 // CensusReport counts activities by effect and names those flagged for review.
@@ -568,6 +650,9 @@ type CensusReport struct {
 	// Review lists, sorted, the names flagged for review (no known verb, or a name
 	// whose grammar cannot tell: see each Classification's Reason).
 	Review []string
+	// Contradicts lists, sorted, the names whose Hints claim a lower class than the
+	// name reads as (the name's class stands).
+	Contradicts []string
 	// Effects maps every name to its classification.
 	Effects map[string]Classification
 }
@@ -580,11 +665,15 @@ func (c CensusReport) String() string {
 		s += "; review: " + strings.Join(c.Review, ", ") +
 			" (the name cannot tell: treated as destructive or the more severe; confirm with Options.Effects)"
 	}
+	if len(c.Contradicts) > 0 {
+		s += "; hints contradict the name: " + strings.Join(c.Contradicts, ", ") + " (the name's class stands)"
+	}
 	return s
 }
 
 // Lines gives one line per name, sorted: "NAME: EFFECT — REASON" (the reason names
-// the deciding word), with "review: " in front of the flagged ones.
+// the deciding word), with "review: " in front of the flagged ones, and the hints'
+// claim after the reason when there is one.
 func (c CensusReport) Lines() []string {
 	names := make([]string, 0, len(c.Effects))
 	for n := range c.Effects {
@@ -598,9 +687,20 @@ func (c CensusReport) Lines() []string {
 		if cl.Review {
 			flag = "review: "
 		}
-		lines[i] = fmt.Sprintf("%s%s: %s — %s", flag, n, cl.Effect, cl.Reason())
+		lines[i] = fmt.Sprintf("%s%s: %s — %s%s", flag, n, cl.Effect, cl.Reason(), cl.hintNote())
 	}
 	return lines
+}
+
+// hintNote says what the hints claimed, beside the name's class.
+func (c Classification) hintNote() string {
+	switch {
+	case c.Hinted == 0:
+		return ""
+	case c.Contradicts:
+		return fmt.Sprintf(" [hints of %s say %s: contradict the name, ignored (hints only tighten)]", c.hintFrom(), c.Hinted)
+	}
+	return fmt.Sprintf(" [hints of %s say %s]", c.hintFrom(), c.Hinted)
 }
 
 // Census classifies activity names with Classify (no overrides).
@@ -628,7 +728,11 @@ func (o Options) Census(activityNames []string) CensusReport {
 		if c.Review {
 			r.Review = append(r.Review, name)
 		}
+		if c.Contradicts {
+			r.Contradicts = append(r.Contradicts, name)
+		}
 	}
 	slices.Sort(r.Review)
+	slices.Sort(r.Contradicts)
 	return r
 }

@@ -66,6 +66,13 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	r := a.root
 	info := activity.GetInfo(ctx)
 	c := &call{r: r, ctx: ctx, info: info, name: info.ActivityType.Name, now: r.opts.Now()}
+	name, err := r.opts.effectiveName(c.name, in.Args)
+	if err != nil {
+		c.effect = r.classify(c.name).Effect
+		c.signal(decisionRefusedInvalid, err)
+		return nil, appError(err.Error(), ErrTypeArgsInvalid, true, 0)
+	}
+	c.name = name
 	c.effect = r.classify(c.name).Effect
 	h, hasHeader := readHeader(sdkinterceptor.Header(ctx))
 
@@ -89,7 +96,6 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		return res, nil
 	}
 
-	var err error
 	if c.args, c.hash, err = canon.EncodeHash(in.Args); err != nil {
 		c.signal(decisionRefusedInvalid, err)
 		return nil, appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was run. Next step: pass plain data "+

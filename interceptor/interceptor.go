@@ -108,7 +108,8 @@ func (o *workflowOutbound) NewContinueAsNewError(ctx workflow.Context, wfn any, 
 }
 
 // stamp mints the key of this call from deterministic inputs only (namespace,
-// workflow ID, original run ID or generation, activity type, occurrence) and writes
+// workflow ID, original run ID or generation, activity type — the tool's name for a
+// generic tool-calling activity (Options.ToolNames) — occurrence) and writes
 // it to the activity header. Never from ActivityID: a reset shifts event IDs, and
 // local-activity IDs change on every retry.
 //
@@ -116,6 +117,10 @@ func (o *workflowOutbound) NewContinueAsNewError(ctx workflow.Context, wfn any, 
 // scheduled, with an error that names the activity and the argument.
 func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args []any) error {
 	w := o.wf
+	activityType, err := w.root.opts.effectiveName(activityType, args)
+	if err != nil {
+		return appError(err.Error(), ErrTypeArgsInvalid, true, 0)
+	}
 	if e := w.root.classify(activityType).Effect; e != Read {
 		if _, err := canon.Encode(nil, args); err != nil {
 			return appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was scheduled. Next step: pass plain data "+

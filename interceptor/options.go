@@ -60,6 +60,19 @@ type Options struct {
 	// Optional: nil classifies every activity by its name alone.
 	Effects map[string]Effect
 
+	// Hints are untrusted claims about activities' effects (MCP tool annotations, a
+	// vendor's API description), by activity name. They may raise the class the name
+	// reads as, never lower it (a contradiction is shown in the census); a name with
+	// no known verb takes its class from them; Effects overrides both. Optional.
+	Hints map[string]Hints
+
+	// ToolNames names generic tool-calling activities — one activity type that calls
+	// many tools, like a CallMcpTool(server, tool, args) activity — and where their
+	// arguments name the tool. Such a call is classified, keyed, looked up in every
+	// other option and shown in receipts by the tool's name, not the activity type's.
+	// Optional.
+	ToolNames map[string]ToolName
+
 	// IdentifyingFields names, per activity, the argument fields that identify the
 	// record it writes (e.g. "UpsertContact": {"email"}). Calls with the same values
 	// are the same write even without WithKey, within the key scope; if their other
@@ -147,6 +160,11 @@ func (o Options) withDefaults() (Options, error) {
 	for name, fields := range o.IdentifyingFields {
 		if len(fields) == 0 || slices.Contains(fields, "") {
 			errs = append(errs, fmt.Errorf("Options.IdentifyingFields[%q] = %q: list at least one non-empty field name", name, fields))
+		}
+	}
+	for name, tn := range o.ToolNames {
+		if len(tn.Fields) == 0 || slices.Contains(tn.Fields, "") {
+			errs = append(errs, fmt.Errorf("Options.ToolNames[%q].Fields = %q: list the argument fields that name the tool", name, tn.Fields))
 		}
 	}
 	for name, w := range o.VendorWindows {

@@ -1,0 +1,149 @@
+package mcptools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultDedupWindow is how long Dedup remembers a finished call when no window is given.
+const DefaultDedupWindow = 24 * time.Hour
+
+// Dedup is the server side of the key: middleware for an MCP server built with the
+// go-sdk that deduplicates tools/call requests carrying MetaKey in their _meta.
+// The same key with the same tool and arguments gets the stored result (marked
+// MetaReplayed); with another tool or other arguments, an error (CodeConflict); while
+// the first call runs, an error the gate reads as in flight (CodeInFlight). A
+// finished call is forgotten after the window; a running one never is. A call
+// without a key runs as usual. The store is in memory: one server process.
+//
+//	server.AddReceivingMiddleware(mcptools.NewDedup(0).Middleware)
+type Dedup struct {
+	window time.Duration
+	now    func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]*dedupEntry
+	swept   time.Time
+}
+
+type dedupEntry struct {
+	tool    string
+	hash    [32]byte
+	done    bool
+	result  *mcp.CallToolResult
+	expires time.Time
+}
+
+// NewDedup returns a Dedup that remembers finished calls for window (0: DefaultDedupWindow).
+func NewDedup(window time.Duration) *Dedup {
+	if window <= 0 {
+		window = DefaultDedupWindow
+	}
+	return &Dedup{window: window, now: time.Now, entries: map[string]*dedupEntry{}}
+}
+
+// Middleware is the mcp.Middleware to add with Server.AddReceivingMiddleware.
+func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		key, _ := p.Meta[MetaKey].(string)
+		if key == "" {
+			return next(ctx, method, req)
+		}
+		hash, err := argsHash(p.Arguments)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %s: arguments are not JSON: %v", p.Name, err)}
+		}
+		now := d.now()
+		d.mu.Lock()
+		e := d.entries[key]
+		if e != nil && e.done && !now.Before(e.expires) {
+			delete(d.entries, key)
+			e = nil
+		}
+		if e != nil {
+			d.mu.Unlock()
+			switch {
+			case e.tool != p.Name || e.hash != hash:
+				return nil, &jsonrpc.Error{Code: CodeConflict, Message: fmt.Sprintf("idempotency key %s was used for "+
+					"tool %s with other arguments; this call (tool %s) was not run", key, e.tool, p.Name)}
+			case !e.done:
+				return nil, &jsonrpc.Error{Code: CodeInFlight, Message: fmt.Sprintf("idempotency key %s: tool %s is "+
+					"still running with it; not run twice", key, p.Name)}
+			}
+			return replayed(e.result), nil
+		}
+		e = &dedupEntry{tool: p.Name, hash: hash}
+		d.entries[key] = e
+		d.expire(now)
+		d.mu.Unlock()
+
+		res, err := next(ctx, method, req)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok {
+			// A protocol error: the tool did not produce a result. Forget the key so a
+			// retry runs; the tool's own contract decides whether that is safe.
+			delete(d.entries, key)
+			return res, err
+		}
+		e.done, e.result, e.expires = true, r, d.now().Add(d.window)
+		return res, nil
+	}
+}
+
+// expire drops finished entries past their window; running ones stay. Called with
+// d.mu held; it sweeps at most once a minute, so the map stays bounded by the calls
+// of one window and a minute.
+func (d *Dedup) expire(now time.Time) {
+	if now.Sub(d.swept) < time.Minute {
+		return
+	}
+	d.swept = now
+	for k, e := range d.entries {
+		if e.done && !now.Before(e.expires) {
+			delete(d.entries, k)
+		}
+	}
+}
+
+// replayed is a copy of r marked as answered from the store.
+func replayed(r *mcp.CallToolResult) *mcp.CallToolResult {
+	c := *r
+	c.Meta = mcp.Meta{}
+	for k, v := range r.Meta {
+		c.Meta[k] = v
+	}
+	c.Meta[MetaReplayed] = true
+	return &c
+}
+
+// argsHash hashes the arguments in a canonical JSON form (object keys sorted).
+func argsHash(raw json.RawMessage) ([32]byte, error) {
+	if len(raw) == 0 {
+		return sha256.Sum256(nil), nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return [32]byte{}, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
+}

@@ -1,0 +1,440 @@
+// Package mcptools makes every tool of an MCP server a gated Temporal activity: it
+// lists a client session's tools, registers one activity per tool under
+// "mcp.SERVER.TOOL", hands the tools' annotations to the interceptor as untrusted
+// Hints (they may tighten the class the name reads as, never lower it), sends the
+// idempotency key in the request's _meta under MetaKey, and reports to the gate
+// whether a failed call may have acted. Dedup is the server side: middleware for MCP
+// servers built with the same SDK that answers a repeated key from its store.
+package mcptools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/attempt"
+)
+
+// MetaKey is the _meta entry of a tools/call request that carries the idempotency key.
+const MetaKey = "io.idemgate/idempotency-key"
+
+// MetaReplayed is set (true) in a result's _meta when Dedup answered from its store.
+const MetaReplayed = "io.idemgate/replayed"
+
+// MetaNotPerformed, set (true) in the _meta of a result with isError, says the tool
+// certainly did nothing: the gate may run the call again. Without it, a tool error
+// is an unknown outcome (the tool may have acted before it failed).
+const MetaNotPerformed = "io.idemgate/not-performed"
+
+// JSON-RPC error codes Dedup answers with (implementation-defined server errors).
+const (
+	// CodeInFlight: a call with the same key is still running.
+	CodeInFlight = -32040
+	// CodeConflict: the key was used with other arguments.
+	CodeConflict = -32041
+)
+
+// Options configures a Bridge. The zero value is usable.
+type Options struct {
+	// MaxResultSize is the largest tool result (content and structured content, as
+	// JSON) an activity returns; a larger one is an error (the tool acted: the
+	// outcome is recorded as unknown). Optional: 0 means interceptor.DefaultMaxResultSize.
+	MaxResultSize int
+	// DedupWindow, when > 0, says the server deduplicates on MetaKey (Dedup) for this
+	// long: Apply then lets the gate re-send a destructive call whose outcome is
+	// unknown, with the same key, inside the window (interceptor.Options.VendorWindows).
+	DedupWindow time.Duration
+	// Logger receives the notice that the server's tool list changed. Optional:
+	// nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Bridge is one MCP server's tools as activities.
+type Bridge struct {
+	server  string
+	session *mcp.ClientSession
+	opts    Options
+	tools   map[string]*tool // by activity name
+}
+
+type tool struct {
+	name     string // the server's tool name
+	activity string
+	def      *mcp.Tool
+	schema   *jsonschema.Resolved // nil: no schema to check
+}
+
+// Result is what a tool activity returns.
+type Result struct {
+	// Content is the result's content list as the server sent it (JSON).
+	Content json.RawMessage `json:"content,omitempty"`
+	// Text joins the text parts of Content, one per line.
+	Text string `json:"text,omitempty"`
+	// Structured is the structured content, when the tool returns one.
+	Structured json.RawMessage `json:"structured,omitempty"`
+	// Replayed is true when the server answered from its deduplication store.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// ActivityName is the activity a server's tool is registered under: "mcp.SERVER.TOOL".
+func ActivityName(server, toolName string) string { return "mcp." + server + "." + toolName }
+
+// validName reports why s cannot be part of an activity name ("" when it can).
+func validName(s string, dots bool) string {
+	if s == "" {
+		return "is empty"
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || dots && r == '.'
+		if !ok {
+			return fmt.Sprintf("has %q (use letters, digits, _ and -%s)", r, map[bool]string{true: " and .", false: ""}[dots])
+		}
+	}
+	if dots && (strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..")) {
+		return "has an empty dotted segment"
+	}
+	return ""
+}
+
+// New lists the tools of the server behind session and returns its bridge. server
+// names it in activity names (letters, digits, _ and -). It fails, naming the server,
+// when the server cannot be reached or a tool's name cannot be an activity name.
+func New(ctx context.Context, server string, session *mcp.ClientSession, opts Options) (*Bridge, error) {
+	if why := validName(server, false); why != "" {
+		return nil, fmt.Errorf("idemgate/mcptools: server name %q %s. Next step: name the server with letters, digits, _ or -", server, why)
+	}
+	if opts.MaxResultSize < 0 || opts.DedupWindow < 0 {
+		return nil, fmt.Errorf("idemgate/mcptools: server %s: MaxResultSize and DedupWindow must not be negative", server)
+	}
+	if opts.MaxResultSize == 0 {
+		opts.MaxResultSize = interceptor.DefaultMaxResultSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	b := &Bridge{server: server, session: session, opts: opts, tools: map[string]*tool{}}
+	var errs []error
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("idemgate/mcptools: server %s: listing its tools failed: %w. Nothing was registered. "+
+				"Next step: check that the server is running and reachable", server, err)
+		}
+		if why := validName(t.Name, true); why != "" {
+			errs = append(errs, fmt.Errorf("tool %q: its name %s, so it cannot be the activity %q", t.Name, why, ActivityName(server, t.Name)))
+			continue
+		}
+		tl := &tool{name: t.Name, activity: ActivityName(server, t.Name), def: t}
+		if t.InputSchema != nil {
+			raw, err := json.Marshal(t.InputSchema)
+			var s jsonschema.Schema
+			if err == nil {
+				err = json.Unmarshal(raw, &s)
+			}
+			if err == nil {
+				tl.schema, err = s.Resolve(nil)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("tool %q: its input schema cannot be read: %v", t.Name, err))
+				continue
+			}
+		}
+		b.tools[tl.activity] = tl
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("idemgate/mcptools: server %s: %w. Nothing was registered. Next step: rename the tools on "+
+			"the server, or leave this server out", server, errors.Join(errs...))
+	}
+	return b, nil
+}
+
+// Dial connects to an MCP server over transport (mcp.StreamableClientTransport,
+// mcp.CommandTransport, an in-memory transport …) with a client that reports a
+// changed tool list (new tools are not registered while the worker runs), and returns
+// its bridge. Close the bridge's Session when done.
+func Dial(ctx context.Context, server string, transport mcp.Transport, opts Options) (*Bridge, error) {
+	var b *Bridge
+	var mu sync.Mutex
+	client := mcp.NewClient(&mcp.Implementation{Name: "idemgate", Version: "v1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if b != nil {
+				b.toolListChanged(ctx)
+			}
+		},
+	})
+	cs, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, fmt.Errorf("idemgate/mcptools: server %s cannot be reached: %w. Nothing was registered. Next step: "+
+			"check that the server is running and its URL or command", server, err)
+	}
+	nb, err := New(ctx, server, cs, opts)
+	if err != nil {
+		cs.Close()
+		return nil, err
+	}
+	mu.Lock()
+	b = nb
+	mu.Unlock()
+	return nb, nil
+}
+
+// toolListChanged logs which tools the server added or removed since the bridge
+// listed them: new tools are not registered while the worker runs.
+func (b *Bridge) toolListChanged(ctx context.Context) {
+	now := map[string]bool{}
+	for t, err := range b.session.Tools(ctx, nil) {
+		if err != nil {
+			b.opts.Logger.Warn("idemgate/mcptools: the server changed its tool list and it could not be read again",
+				"server", b.server, "error", err)
+			return
+		}
+		now[ActivityName(b.server, t.Name)] = true
+	}
+	var added, removed []string
+	for n := range now {
+		if b.tools[n] == nil {
+			added = append(added, n)
+		}
+	}
+	for n := range b.tools {
+		if !now[n] {
+			removed = append(removed, n)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	b.opts.Logger.Warn("idemgate/mcptools: the server changed its tool list; new tools are NOT registered and removed "+
+		"ones fail when called. Next step: restart the worker to register the new list (and review their classes "+
+		"with `idemgate census --mcp`)", "server", b.server, "added", added, "removed", removed)
+}
+
+// Session is the client session the bridge calls tools through.
+func (b *Bridge) Session() *mcp.ClientSession { return b.session }
+
+// Server is the server's name in activity names.
+func (b *Bridge) Server() string { return b.server }
+
+// Tools returns the server's tools by activity name.
+func (b *Bridge) Tools() map[string]*mcp.Tool {
+	m := make(map[string]*mcp.Tool, len(b.tools))
+	for n, t := range b.tools {
+		m[n] = t.def
+	}
+	return m
+}
+
+// Names returns the activity names, sorted.
+func (b *Bridge) Names() []string {
+	return slices.Sorted(maps.Keys(b.tools))
+}
+
+// Hints returns the tools' annotations as interceptor Hints, by activity name (tools
+// without annotations are left out).
+func (b *Bridge) Hints() map[string]interceptor.Hints {
+	m := map[string]interceptor.Hints{}
+	for n, t := range b.tools {
+		if h, ok := HintsOf(b.server, t.def); ok {
+			m[n] = h
+		}
+	}
+	return m
+}
+
+// HintsOf turns a tool's annotations into interceptor Hints. As the MCP spec reads
+// them: idempotentHint and destructiveHint mean something only when readOnlyHint is
+// false, and destructiveHint defaults to true. ok is false without annotations.
+func HintsOf(server string, t *mcp.Tool) (h interceptor.Hints, ok bool) {
+	a := t.Annotations
+	if a == nil {
+		return h, false
+	}
+	yes, no := true, false
+	h.From = "mcp server " + server
+	if a.ReadOnlyHint {
+		h.ReadOnly = &yes
+		return h, true
+	}
+	h.ReadOnly = &no
+	h.Destructive = &yes
+	if a.DestructiveHint != nil && !*a.DestructiveHint {
+		h.Destructive = &no
+	}
+	h.Idempotent = &no
+	if a.IdempotentHint {
+		h.Idempotent = &yes
+	}
+	return h, true
+}
+
+// Apply adds the bridge's tools to the interceptor's options: their Hints and, with
+// Options.DedupWindow, their VendorWindows. Entries already there win.
+func (b *Bridge) Apply(o *interceptor.Options) {
+	o.Hints = maps.Clone(o.Hints)
+	if o.Hints == nil {
+		o.Hints = map[string]interceptor.Hints{}
+	}
+	for n, h := range b.Hints() {
+		if _, ok := o.Hints[n]; !ok {
+			o.Hints[n] = h
+		}
+	}
+	if b.opts.DedupWindow > 0 {
+		o.VendorWindows = maps.Clone(o.VendorWindows)
+		if o.VendorWindows == nil {
+			o.VendorWindows = map[string]time.Duration{}
+		}
+		for n := range b.tools {
+			if _, ok := o.VendorWindows[n]; !ok {
+				o.VendorWindows[n] = b.opts.DedupWindow
+			}
+		}
+	}
+}
+
+// Census classifies the bridge's tools as the gate will: by name, tightened or
+// refined by their annotations, with o's Effects and Hints applied (o's Hints win).
+func (b *Bridge) Census(o interceptor.Options) interceptor.CensusReport {
+	b.Apply(&o)
+	return o.Census(b.Names())
+}
+
+// Registry is what Register registers on: a worker.Worker, or a test environment.
+type Registry interface {
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers one activity per tool on r. Each takes the tool's arguments
+// (a JSON object) and returns its Result.
+func (b *Bridge) Register(r Registry) {
+	for _, n := range b.Names() {
+		t := b.tools[n]
+		r.RegisterActivityWithOptions(func(ctx context.Context, args map[string]any) (*Result, error) {
+			return b.call(ctx, t, args)
+		}, activity.RegisterOptions{Name: n})
+	}
+}
+
+// Call calls the tool registered as activityName, as its activity does.
+func (b *Bridge) Call(ctx context.Context, activityName string, args map[string]any) (*Result, error) {
+	t := b.tools[activityName]
+	if t == nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s has no such "+
+			"tool (it has %s). Nothing was sent.", activityName, b.server, strings.Join(b.Names(), ", ")),
+			"McpUnknownTool", nil)
+	}
+	return b.call(ctx, t, args)
+}
+
+func observe(ctx context.Context, o attempt.Observation) {
+	if st, ok := attempt.FromContext(ctx); ok {
+		o.Vendor = "mcp"
+		st.Observe(o)
+	}
+}
+
+func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Result, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	if t.schema != nil {
+		if err := t.schema.Validate(args); err != nil {
+			observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "arguments do not match the input schema"})
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the arguments do "+
+				"not match the tool's input schema: %v. Nothing was sent. Next step: fix the arguments (the schema is in "+
+				"`idemgate census --mcp`)", t.activity, err), "McpArgumentsInvalid", interceptor.NotCommitted(err))
+		}
+	}
+	p := &mcp.CallToolParams{Name: t.name, Arguments: args}
+	if key, ok := interceptor.KeyFromContext(ctx); ok {
+		p.Meta = mcp.Meta{MetaKey: key}
+	}
+	res, err := b.session.CallTool(ctx, p)
+	if err != nil {
+		return nil, b.callFailed(ctx, t, err)
+	}
+	out := &Result{}
+	if v, _ := res.Meta[MetaReplayed].(bool); v {
+		out.Replayed = true
+	}
+	if res.IsError {
+		text := texts(res.Content)
+		if v, _ := res.Meta[MetaNotPerformed].(bool); v {
+			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: "tool error, not performed"})
+			return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool failed and says it did "+
+				"nothing: %s", t.activity, text), "McpToolError")
+		}
+		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: "tool error"})
+		return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool failed: %s (it may have "+
+			"acted before it failed: the outcome is unknown)", t.activity, text), "McpToolError")
+	}
+	observe(ctx, attempt.Observation{Outcome: attempt.Committed, Replayed: out.Replayed})
+	if out.Content, err = json.Marshal(res.Content); err != nil {
+		return nil, fmt.Errorf("idemgate/mcptools: %s: the result cannot be encoded: %w", t.activity, err)
+	}
+	if res.StructuredContent != nil {
+		if out.Structured, err = json.Marshal(res.StructuredContent); err != nil {
+			return nil, fmt.Errorf("idemgate/mcptools: %s: the structured result cannot be encoded: %w", t.activity, err)
+		}
+	}
+	out.Text = texts(res.Content)
+	if n := len(out.Content) + len(out.Structured) + len(out.Text); n > b.opts.MaxResultSize {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool acted, but its "+
+			"result is %d bytes, over MaxResultSize (%d); it is not returned. Next step: raise Options.MaxResultSize, or "+
+			"make the tool return less", t.activity, n, b.opts.MaxResultSize), "McpResultTooLarge", nil)
+	}
+	return out, nil
+}
+
+// callFailed says what a failed tools/call means for the gate.
+func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		switch werr.Code {
+		case CodeInFlight:
+			observe(ctx, attempt.Observation{Outcome: attempt.InFlight, Detail: werr.Message})
+			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server is still running the "+
+				"call with this key: %s", t.activity, werr.Message), "McpInFlight")
+		case CodeConflict:
+			observe(ctx, attempt.Observation{Outcome: attempt.Conflict, Detail: werr.Message})
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server holds this "+
+				"key for other arguments: %s", t.activity, werr.Message), "McpConflict", nil)
+		}
+		// The server answered with a protocol error (unknown tool, invalid params):
+		// it did not run the tool.
+		observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: werr.Message})
+		return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server refused the call: %s",
+			t.activity, werr.Message), "McpRefused")
+	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: err.Error()})
+	} else {
+		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: "no answer: " + err.Error()})
+	}
+	return fmt.Errorf("idemgate/mcptools: %s: no answer from server %s: %w (the call may have reached it: the outcome is unknown)",
+		t.activity, b.server, err)
+}
+
+func texts(cs []mcp.Content) string {
+	var parts []string
+	for _, c := range cs {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
