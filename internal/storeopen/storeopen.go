@@ -26,10 +26,21 @@ func IsPostgres(spec string) bool {
 	return strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://")
 }
 
+// Options are what a worker, the demo or the CLI may set on either store.
+type Options struct {
+	// Durability: which commits are synced before they return (store.Durability).
+	Durability store.Durability
+}
+
 // Open opens spec: a PostgreSQL DSN or a SQLite path ("" means DefaultPath).
 func Open(ctx context.Context, spec string) (Store, error) {
+	return OpenWith(ctx, spec, Options{})
+}
+
+// OpenWith opens spec with o.
+func OpenWith(ctx context.Context, spec string, o Options) (Store, error) {
 	if IsPostgres(spec) {
-		st, err := postgres.Open(ctx, spec)
+		st, err := postgres.OpenWith(ctx, spec, postgres.Options{Durability: o.Durability})
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store: %w (check the DSN and that the server is up)", err)
 		}
@@ -38,7 +49,7 @@ func Open(ctx context.Context, spec string) (Store, error) {
 	if spec == "" {
 		spec = DefaultPath
 	}
-	st, err := sqlite.Open(ctx, spec)
+	st, err := sqlite.OpenWith(ctx, spec, sqlite.Options{Durability: o.Durability})
 	if err != nil {
 		return nil, fmt.Errorf("open the SQLite store %s: %w (pick a writable path with --store)", spec, err)
 	}
