@@ -20,6 +20,7 @@ func TestRefusals(t *testing.T) {
 	verbatim.Verbatim = true
 	longAgo := time.Now().Add(-25 * time.Hour)
 	recent := time.Now().Add(-time.Minute)
+	almostForgotten := time.Now().Add(-idemhttp.Stripe.Window + attempt.ClockSkew)
 
 	cases := []struct {
 		name      string
@@ -71,6 +72,13 @@ func TestRefusals(t *testing.T) {
 			st:   &attempt.State{Key: activityKey, Activity: "ChargeCard", Effect: "destructive", Retry: true, FirstClaimed: longAgo},
 			want: idemhttp.ErrWindowPassed, observed: true, outcome: attempt.Unknown,
 			mentions: []string{"ChargeCard", activityKey, "24h0m0s", "by hand"},
+		},
+		{
+			// A worker whose clock runs behind would send it after Stripe forgot the key.
+			name: "destructive retry in the window's last minutes", p: idemhttp.Stripe, body: `{}`,
+			st:   &attempt.State{Key: activityKey, Activity: "ChargeCard", Effect: "destructive", Retry: true, FirstClaimed: almostForgotten},
+			want: idemhttp.ErrWindowPassed, observed: true, outcome: attempt.Unknown,
+			mentions: []string{"ChargeCard", activityKey, "24h0m0s", "clock skew"},
 		},
 		{
 			name: "destructive retry to a vendor that does not dedupe", p: idemhttp.NoKey, body: `{}`,

@@ -29,10 +29,15 @@
 // (ScopeWorkflowID), a continue-as-new generation, the activity type and its
 // occurrence number among calls of that type. They are UUIDs, stable across
 // retries, worker restarts, replay and reset, and distinct across executions and
-// continue-as-new runs. WithKey gives a caller-owned business key instead;
-// Options.IdentifyingFields derives the key from the fields that identify the
-// record. Inside an activity, KeyFromContext returns the key; package idemhttp
-// forwards it to the vendor.
+// continue-as-new runs. WithKey gives a caller-owned business key instead (such a
+// call takes no occurrence number); Options.IdentifyingFields derives the key from
+// the fields that identify the record. Calls made in an update handler are numbered
+// per update ID, so a reset that re-applies the update elsewhere moves no key. Give
+// a call made where a signal is read, or added later in a workflow.GetVersion
+// branch, a WithKey key: its place among the other calls of its type can move. A
+// standalone activity (client.ExecuteActivity) is keyed by its caller's activity ID
+// when the client runs NewClientInterceptor. Inside an activity, KeyFromContext
+// returns the key; package idemhttp forwards it to the vendor.
 //
 // # Outcomes
 //

@@ -47,21 +47,36 @@ func ExampleNew_missingStore() {
 }
 
 func ExampleClassify() {
-	for _, name := range []string{"SearchDocs", "crm.contacts.create", "charge_card", "HTTPPostWebhook", "Frobnicate"} {
+	for _, name := range []string{"SearchDocs", "crm.contacts.create", "charge_card", "HTTPPostWebhook", "Frobnicate",
+		"GetBasketOrder", "GetAndRotateKeys", "CheckIn"} {
 		c := interceptor.Classify(name)
 		fmt.Printf("%-20s %-16s review=%v\n", name, c.Effect, c.Review)
 	}
+	fmt.Println(interceptor.Classify("CheckIn").Reason())
 	// Output:
 	// SearchDocs           read             review=false
 	// crm.contacts.create  idempotent-write review=false
 	// charge_card          destructive      review=false
 	// HTTPPostWebhook      destructive      review=false
 	// Frobnicate           destructive      review=true
+	// GetBasketOrder       read             review=false
+	// GetAndRotateKeys     destructive      review=false
+	// CheckIn              destructive      review=true
+	// "check" "in" is a phrasal verb, not the read "check": treated as destructive; confirm with Options.Effects
 }
 
 func ExampleCensus() {
-	fmt.Println(interceptor.Census([]string{"SearchDocs", "GetCustomer", "UpsertContact", "ChargeCard", "Frobnicate"}))
-	// Output: effects: read=2 idempotent-write=1 destructive=2; review: Frobnicate (no known verb: treated as destructive; confirm with Options.Effects)
+	c := interceptor.Census([]string{"SearchDocs", "UpsertContact", "ChargeCard", "Frobnicate"})
+	fmt.Println(c)
+	for _, line := range c.Lines() {
+		fmt.Println(line)
+	}
+	// Output:
+	// effects: read=1 idempotent-write=1 destructive=2; review: Frobnicate (the name cannot tell: treated as destructive or the more severe; confirm with Options.Effects)
+	// ChargeCard: destructive — "charge" is the verb: destructive
+	// review: Frobnicate: destructive — no known verb in "frobnicate": treated as destructive; confirm with Options.Effects
+	// SearchDocs: read — "search" is the verb: read
+	// UpsertContact: idempotent-write — "upsert" is the verb: idempotent-write
 }
 
 // A business key makes two workflows' calls one write.

@@ -108,10 +108,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 
 	c.owner = newOwner()
-	c.lease = info.Deadline
-	if c.lease.IsZero() {
-		c.lease = c.now.Add(defaultLease)
-	}
+	c.lease = claimLease(info.Deadline, c.now, r.opts.ClockSkew)
 	cl := store.Claim{
 		Key: c.key, Activity: c.name, Effect: c.effect.String(), ArgsHash: c.hash, Args: c.args,
 		Owner: c.owner, Lease: c.lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
@@ -121,7 +118,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
 	if err == nil && outcome == store.OutcomeUnknown {
 		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
-		if w, ok := r.opts.VendorWindows[c.name]; ok && c.now.Before(rec.CreatedAt.Add(w)) {
+		if w, ok := r.opts.VendorWindows[c.name]; ok && attempt.InVendorWindow(rec.CreatedAt, c.now, w) {
 			cl.TakeOver = true
 			outcome, rec, err = r.opts.Store.Begin(ctx, cl)
 		}
@@ -153,8 +150,23 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 }
 
+// claimLease is how long a claim is held: the attempt's deadline (by the SDK, on this
+// worker's clock) plus twice the clock skew, since the owner's clock may run behind
+// by the skew and a later worker's ahead by as much. Until then the owner may still
+// be running, and nobody takes the claim over. The claim-rule model
+// (store/claimmodel) explores exactly this padding.
+func claimLease(deadline, now time.Time, skew time.Duration) time.Time {
+	if deadline.IsZero() {
+		deadline = now.Add(defaultLease)
+	}
+	return deadline.Add(2 * skew)
+}
+
 func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, error) {
 	ns := c.info.Namespace
+	if h.Standalone != "" {
+		return c.standaloneKey(h.Standalone)
+	}
 	if h.HasBusiness {
 		if n := utf8.RuneCountInString(h.Business); n < MinKeyLength || n > MaxKeyLength {
 			return "", appError(fmt.Sprintf("idemgate: %s (%s): the key %q given with WithKey is %d characters; "+
@@ -182,6 +194,12 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 		values = append(values, '}')
 		return identifyingKey(ns, h.Scope, c.name, values), nil
 	}
+	if (!hasHeader || h.Key == "") && c.info.WorkflowExecution.ID == "" {
+		return "", appError(fmt.Sprintf("idemgate: %s (%s) is a standalone activity (ID %q) that arrived without an "+
+			"idempotency key: the client that started it does not run the idemgate client interceptor. Nothing was "+
+			"run. Next step: add interceptor.NewClientInterceptor() to client.Options.Interceptors of that client.",
+			c.name, c.effect, c.info.ActivityID), ErrTypeKeyMissing, true, 0)
+	}
 	if !hasHeader || h.Key == "" {
 		return "", appError(fmt.Sprintf("idemgate: %s (%s) arrived without an idempotency key: the workflow %s that "+
 			"scheduled it does not run the idemgate interceptor. Nothing was run. Next step: add the interceptor from "+
@@ -189,6 +207,18 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 			c.name, c.effect, c.info.WorkflowExecution.ID), ErrTypeKeyMissing, true, 0)
 	}
 	return h.Key, nil
+}
+
+// standaloneKey keys a standalone activity by the activity ID its caller gave; a
+// header naming another ID, or a workflow's activity, was not stamped for this call.
+func (c *call) standaloneKey(id string) (string, error) {
+	if id != c.info.ActivityID || c.info.WorkflowExecution.ID != "" {
+		return "", appError(fmt.Sprintf("idemgate: %s (%s) activity %s carries the standalone key of activity %q, "+
+			"not its own. Nothing was run. Next step: start standalone activities through a client with "+
+			"interceptor.NewClientInterceptor, and do not copy its header into other calls.",
+			c.name, c.effect, c.info.ActivityID, id), ErrTypeKeyInvalid, true, 0)
+	}
+	return standaloneKey(c.info.Namespace, c.name, id), nil
 }
 
 func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterceptor.ExecuteActivityInput, rec store.Record, takenOver bool) (res any, err error) {
@@ -213,8 +243,16 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	if err != nil {
 		obs := st.Observations()
 		if definite(err, obs) {
-			c.giveBack(c.r.opts.Store.Release, store.DecisionReleased, err)
-			c.signal(store.DecisionReleased, err)
+			// This attempt sent nothing; an earlier one it took over may have, and then
+			// the store keeps the key unknown (store.ReleasedState): say so.
+			d, cause := store.DecisionReleased, err
+			if store.ReleasedState(rec) == store.StateUnknown {
+				d = store.DecisionUnknown
+				cause = fmt.Errorf("%w (this attempt sent nothing, but an earlier attempt may have reached the vendor, "+
+					"so the outcome stays unknown until a person resolves it)", err)
+			}
+			c.giveBack(c.r.opts.Store.Release, d, cause)
+			c.signal(d, cause)
 			if o, ok := vendorConflict(obs); ok {
 				// Retrying would meet the same answer: the vendor holds this key for another payload.
 				return nil, appError(fmt.Sprintf("idemgate: %s (%s) key %s: the vendor %s says the key was already used "+
@@ -342,6 +380,12 @@ func (c *call) refuseUnknown(rec store.Record) error {
 		"the vendor, then `idemgate resolve %s --sent --result FILE --reason ...` if it happened (the stored result "+
 		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).%s", c.effect, c.name,
 		c.key, rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), why, call, c.key, hint)
+	if !store.Resolvable(rec, c.now) {
+		// The owner's lease passed only just: a worker whose clock runs behind may still
+		// send until lease + store.LeaseMargin, and resolve waits for that too.
+		msg += fmt.Sprintf(" `idemgate resolve` accepts this key from %s (its lease plus %s, for late workers).",
+			rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339), store.LeaseMargin)
+	}
 	hold := c.r.opts.HoldUnknown
 	// Held only while the record outlives the next retry: a key past its window is
 	// forgotten, and the retry after that would send the write again.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -541,5 +542,83 @@ func TestLocalActivityRepeatReturnsStoredResult(t *testing.T) {
 		call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1})
 	if err != nil || h.v.count() != 1 || len(out) != 3 || out[1] != out[0] || out[2] != out[0] {
 		t.Fatalf("vendor %d, results %q, err %v", h.v.count(), out, err)
+	}
+}
+
+// Attempt 1 may have reached the vendor (unknown); attempt 2 takes over inside the
+// vendor's window and fails before sending. That definite failure says nothing about
+// attempt 1: the key stays unknown, and attempt 3, past the vendor's window, is
+// refused instead of charging a second time.
+func TestTakeoverDefiniteFailureKeepsEarlierUnknown(t *testing.T) {
+	h := newHarness(t)
+	base := time.Now().UTC()
+	var mu sync.Mutex
+	clock := base
+	h.opts.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	set := func(t time.Time) { mu.Lock(); clock = t; mu.Unlock() }
+	h.opts.VendorWindows = map[string]time.Duration{"ChargeCard": time.Hour}
+	h.tools.fail = func(ctx context.Context) (error, bool) {
+		switch ctxAttempt(ctx) {
+		case 1:
+			set(base.Add(time.Minute)) // the next attempt starts inside the vendor's window
+			return errors.New("connection reset by peer"), true
+		case 2:
+			set(base.Add(2 * time.Hour)) // the next attempt starts past it
+			return interceptor.NotCommitted(errors.New("refused before sending: card network down")), false
+		}
+		return nil, false
+	}
+	_, err := h.run("wf-takeover-release", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 5})
+	if h.v.count() != 1 {
+		t.Fatalf("vendor count = %d, want 1: charged twice", h.v.count())
+	}
+	app := appErr(t, err)
+	if app.Type() != interceptor.ErrTypeInFlight || !app.NonRetryable() {
+		t.Fatalf("workflow saw %s non-retryable=%v, want a final IdempotencyInFlight: %v", app.Type(), app.NonRetryable(), err)
+	}
+	rs := h.receipts(store.ReceiptFilter{Activity: "ChargeCard"})
+	if d := decisionsOf(rs); d != "claimed unknown taken-over unknown refused-in-flight" {
+		t.Fatalf("receipts = %s", d)
+	}
+	if e := rs[3].Error; !strings.Contains(e, "card network down") || !strings.Contains(e, "earlier attempt may have reached the vendor") {
+		t.Fatalf("attempt 2's receipt must say why the key stays unknown: %q", e)
+	}
+	rec, err := h.store.Get(context.Background(), rs[0].Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != store.StateUnknown || !rec.MayHaveSent || !rec.CreatedAt.Equal(base) {
+		t.Fatalf("record = state %q MayHaveSent %v CreatedAt %v, want unknown, true, attempt 1's %v", rec.State, rec.MayHaveSent, rec.CreatedAt, base)
+	}
+}
+
+// A re-send under VendorWindows stops 2×attempt.ClockSkew before the vendor's window
+// ends: a worker whose clock runs behind would otherwise re-send to a vendor that
+// already forgot the key, and it would charge again (found by store/claimmodel).
+func TestVendorWindowLeavesRoomForClockSkew(t *testing.T) {
+	h := newHarness(t)
+	base := time.Now().UTC()
+	var mu sync.Mutex
+	clock := base
+	h.opts.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	h.opts.VendorWindows = map[string]time.Duration{"ChargeCard": time.Hour}
+	h.tools.fail = func(ctx context.Context) (error, bool) {
+		if ctxAttempt(ctx) == 1 {
+			mu.Lock()
+			clock = base.Add(time.Hour - attempt.ClockSkew) // inside the window by this clock, not by every clock
+			mu.Unlock()
+			return errors.New("connection reset by peer"), true
+		}
+		return nil, false
+	}
+	_, err := h.run("wf-vendor-window-skew", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3})
+	if h.v.count() != 1 {
+		t.Fatalf("vendor count = %d, want 1: re-sent at the window's edge", h.v.count())
+	}
+	if app := appErr(t, err); app.Type() != interceptor.ErrTypeInFlight || !app.NonRetryable() {
+		t.Fatalf("workflow saw %s non-retryable=%v, want a final IdempotencyInFlight: %v", app.Type(), app.NonRetryable(), err)
+	}
+	if d := decisionsOf(h.receipts(store.ReceiptFilter{Activity: "ChargeCard"})); d != "claimed unknown refused-in-flight" {
+		t.Fatalf("receipts = %s", d)
 	}
 }

@@ -24,7 +24,12 @@ func New(opts Options) (sdkinterceptor.WorkerInterceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &root{opts: o, pauses: pauseCache{first: make(chan struct{})}}, nil
+	return newRoot(o), nil
+}
+
+// newRoot is the one gate both New and NewPlugin hand out, from validated options.
+func newRoot(o Options) *root {
+	return &root{opts: o, pauses: pauseCache{first: make(chan struct{})}}
 }
 
 type root struct {
@@ -130,14 +135,11 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 		}
 		w.counts = map[string]int{}
 	}
-	w.counts[activityType]++
-	h := callHeader{
-		Key:   occurrenceKey(info.Namespace, w.scope, activityType, w.counts[activityType]),
-		Scope: w.scope,
-	}
+	h := callHeader{Scope: w.scope}
 	if b, ok := ctx.Value(businessKeyCtx{}).(string); ok {
 		h.Business, h.HasBusiness = b, true
 	}
+	h.Key = w.occurrence(ctx, info.Namespace, activityType, h.HasBusiness)
 	if p, ok := ctx.Value(replayPolicyCtx{}).(ReplayPolicy); ok {
 		h.Replay = &p
 	}
@@ -152,4 +154,35 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 	}
 	fields[headerKey] = p
 	return nil
+}
+
+type updateIDCtx struct{}
+
+// ExecuteUpdate marks the handler's context with the update ID, so the calls it
+// makes are numbered per update (see occurrence).
+func (w *workflowInbound) ExecuteUpdate(ctx workflow.Context, in *sdkinterceptor.UpdateInput) (any, error) {
+	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
+		ctx = workflow.WithValue(ctx, updateIDCtx{}, u.ID)
+	}
+	return w.Next.ExecuteUpdate(ctx, in)
+}
+
+// occurrence returns the occurrence key of this call, or "" for a WithKey call:
+// such a call takes no number, so adding, removing or moving one (a signal
+// delivered at another point after a reset, a call added in a workflow.GetVersion
+// branch) does not shift the keys of the other calls of its activity type.
+//
+// Calls made inside an update handler are numbered per update ID: the update's
+// place among the main code's calls moves when a reset re-applies it, its ID does not.
+func (w *workflowInbound) occurrence(ctx workflow.Context, namespace, activityType string, business bool) string {
+	if business {
+		return ""
+	}
+	if id, ok := ctx.Value(updateIDCtx{}).(string); ok {
+		name := "update\x00" + id + "\x00" + activityType
+		w.counts[name]++
+		return mint("update-occurrence", namespace, w.scope, id, activityType, strconv.Itoa(w.counts[name]))
+	}
+	w.counts[activityType]++
+	return occurrenceKey(namespace, w.scope, activityType, w.counts[activityType])
 }

@@ -79,6 +79,9 @@ type callHeader struct {
 	HasBusiness bool   `json:"hb,omitempty"`
 	// Replay is set under WithReplayPolicy.
 	Replay *ReplayPolicy `json:"r,omitempty"`
+	// Standalone is the caller's activity ID of a standalone activity, written by
+	// NewClientInterceptor.
+	Standalone string `json:"sa,omitempty"`
 }
 
 var jsonPlain = map[string][]byte{"encoding": []byte("json/plain")}

@@ -40,6 +40,9 @@ const (
 	DefaultWindow        = 24 * time.Hour
 	DefaultMaxResultSize = 1 << 20
 	DefaultPauseRefresh  = 2 * time.Second
+	// DefaultClockSkew is the largest clock offset assumed between two workers when
+	// Options.ClockSkew is 0.
+	DefaultClockSkew = 2 * time.Second
 	// defaultLease is the lease of an attempt that has no deadline (never the case for
 	// activities Temporal schedules; kept as a guard).
 	defaultLease = 10 * time.Minute
@@ -75,8 +78,9 @@ type Options struct {
 	// VendorWindows names activities whose every side effect goes to a vendor that
 	// deduplicates on the forwarded key (see package idemhttp), with the vendor's
 	// window. A destructive one whose earlier attempt ended with an unknown outcome
-	// is then re-sent with the same key while the first attempt is inside the window,
-	// instead of refused. Optional: nil refuses every such retry.
+	// is then re-sent with the same key while the first attempt is inside the window
+	// (up to 2×attempt.ClockSkew, 2 min, before its end, for clock skew), instead of
+	// refused. Optional: nil refuses every such retry.
 	VendorWindows map[string]time.Duration
 
 	// DataConverter encodes stored results. A repeat of a finished write returns the
@@ -112,6 +116,14 @@ type Options struct {
 	// the store: a pause or resume reaches every worker within about this long.
 	// Optional: 0 means 2 seconds. Negative is invalid.
 	PauseRefresh time.Duration
+
+	// ClockSkew is the largest offset between the clocks of any two workers that run
+	// these activities. A claim is held until the attempt's deadline plus twice this,
+	// so a worker whose clock runs ahead never takes over (or reports as unknown) a
+	// claim whose owner, with a clock behind, may still be running: every retry after
+	// a timeout waits that much longer. Optional: 0 means 2 seconds (NTP keeps fleets
+	// within milliseconds); set it to your fleet's bound. Negative is invalid.
+	ClockSkew time.Duration
 
 	// Now is the clock. Optional: nil means time.Now.
 	Now func() time.Time
@@ -150,6 +162,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PauseRefresh < 0 {
 		errs = append(errs, fmt.Errorf("Options.PauseRefresh = %v is negative: use 0 for the default (2s)", o.PauseRefresh))
 	}
+	if o.ClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("Options.ClockSkew = %v is negative: use 0 for the default (2s), or your fleet's clock bound", o.ClockSkew))
+	}
 	if o.Scope > ScopeWorkflowID {
 		errs = append(errs, fmt.Errorf("Options.Scope = %d: use ScopeExecution or ScopeWorkflowID", o.Scope))
 	}
@@ -161,6 +176,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxResultSize == 0 {
 		o.MaxResultSize = DefaultMaxResultSize
+	}
+	if o.ClockSkew == 0 {
+		o.ClockSkew = DefaultClockSkew
 	}
 	if o.PauseRefresh == 0 {
 		o.PauseRefresh = DefaultPauseRefresh

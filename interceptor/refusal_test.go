@@ -78,3 +78,40 @@ func TestRefusalCarriesTheEarlierError(t *testing.T) {
 		}
 	})
 }
+
+// A destructive write refused just after the earlier owner's lease passed says when
+// `idemgate resolve` will accept the key (lease + store.LeaseMargin): before that a
+// worker whose clock runs behind may still send, and resolve refuses. Once the margin
+// passed, the refusal does not say it.
+func TestRefusalSaysWhenResolveAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		leaseAgo time.Duration
+		wantWhen bool
+	}{
+		{"inside the margin", time.Minute, true},
+		{"past the margin", store.LeaseMargin + time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			args, hash := hashOf(t, charge)
+			key := interceptor.BusinessKey(testNamespace, "ChargeCard", bizKey)
+			now := time.Now()
+			lease := now.Add(-tc.leaseAgo)
+			if o, _, err := h.store.Begin(context.Background(), store.Claim{Key: key, Activity: "ChargeCard",
+				Effect: "destructive", ArgsHash: hash, Args: args, Owner: "earlier", Lease: lease,
+				Window: 24 * time.Hour, WorkflowID: "earlier-wf", Attempt: 1, Now: now.Add(-time.Hour)}); err != nil || o != store.OutcomeClaimed {
+				t.Fatalf("seed: %v %v", o, err)
+			}
+			_, err := h.run("wf-early", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1})
+			app := appErr(t, err)
+			when := lease.Add(store.LeaseMargin).Format(time.RFC3339)
+			if got := strings.Contains(app.Error(), "`idemgate resolve` accepts this key from "+when); got != tc.wantWhen {
+				t.Fatalf("refusal names the resolve time %s: %v, want %v: %s", when, got, tc.wantWhen, app.Error())
+			}
+			if h.v.count() != 0 {
+				t.Fatalf("vendor count %d, want 0", h.v.count())
+			}
+		})
+	}
+}

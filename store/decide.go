@@ -5,17 +5,47 @@ import (
 	"time"
 )
 
+// LeaseMargin is the slack allowed past a claim's lease for workers whose clocks run
+// behind: until Lease+LeaseMargin by the store's callers' clocks, the owner may still
+// be sending. A claim is not expired, swept, listed as pending or resolved before
+// then, and a record is kept at least that long.
+const LeaseMargin = 5 * time.Minute
+
+// Expired reports whether r is forgotten at now: a later Begin treats it as absent
+// and Sweep removes it. That is from r.ExpiresAt on, except that a claim whose lease
+// (plus LeaseMargin) has not passed is never expired, whatever its window: its
+// attempt may still be running and must be able to store its outcome.
+func Expired(r Record, now time.Time) bool {
+	if r.State == StateClaimed && now.Before(r.Lease.Add(LeaseMargin)) {
+		return false
+	}
+	return !now.Before(r.ExpiresAt)
+}
+
+// Expires is the ExpiresAt that Begin gives a record c claims or takes over: c.Window
+// from c.Now, and never before c.Lease+LeaseMargin (a takeover also never lowers the
+// record's earlier ExpiresAt).
+func (c Claim) Expires() time.Time {
+	e := c.Now.Add(c.Window)
+	if l := c.Lease.Add(LeaseMargin); l.After(e) {
+		e = l
+	}
+	return e
+}
+
 // Decide is the claim rule every backend applies inside its atomic step, so all
 // backends agree cell by cell. Given the existing record (found=false when there is
 // none) and a claim, it returns the outcome, the record as it must be stored after
 // Begin, and whether it must be written. When write is true, the backend stores next
 // and appends ClaimReceipt(c, outcome) in the same commit.
 func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record, write bool) {
-	if !found || !c.Now.Before(existing.ExpiresAt) || existing.State == StateReleased {
+	expired := found && Expired(existing, c.Now)
+	if !found || expired || existing.State == StateReleased {
 		next = fresh(c)
-		if found && existing.State == StateReleased && c.Now.Before(existing.ExpiresAt) {
+		if found && !expired {
 			// A re-claim after a definite failure counts the claims, but starts the
-			// clock anew: the earlier attempts certainly reached nobody.
+			// clock anew: the earlier attempts certainly reached nobody (a released
+			// record never has MayHaveSent; see ReleasedState).
 			next.Claims = existing.Claims + 1
 		}
 		return OutcomeClaimed, next, true
@@ -42,6 +72,13 @@ func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record,
 	next.WorkflowID, next.RunID, next.Attempt = c.WorkflowID, c.RunID, c.Attempt
 	next.Claims = existing.Claims + 1
 	next.UpdatedAt = c.Now
+	// The owner before may have reached the vendor: remember it, keep CreatedAt
+	// (the vendor's window started then), and keep the record while this attempt
+	// may run.
+	next.MayHaveSent = true
+	if e := c.Expires(); e.After(next.ExpiresAt) {
+		next.ExpiresAt = e
+	}
 	return OutcomeTakenOver, next, true
 }
 
@@ -61,7 +98,7 @@ func fresh(c Claim) Record {
 		Claims:     1,
 		CreatedAt:  c.Now,
 		UpdatedAt:  c.Now,
-		ExpiresAt:  c.Now.Add(c.Window),
+		ExpiresAt:  c.Expires(),
 	}
 }
 
@@ -85,14 +122,33 @@ func ClaimReceipt(c Claim, o Outcome) Receipt {
 }
 
 // Apply is the transition rule for Complete (to StateCompleted), Release (to
-// StateReleased) and Abandon (to StateUnknown): it checks ownership and returns the
-// record as it must be stored, or ErrNotOwner. Backends that run the check in SQL
-// must match it: the owner must match and the state must be StateClaimed.
+// ReleasedState of the record) and Abandon (to StateUnknown): it checks ownership
+// and returns the record as it must be stored, or ErrNotOwner. Backends that run
+// the check in SQL must match it: the owner must match and the state must be
+// StateClaimed.
 func Apply(existing Record, to State, t Transition) (Record, error) {
 	if existing.Owner != t.Owner || existing.State != StateClaimed {
 		return existing, ErrNotOwner
 	}
-	return moved(existing, to, t), nil
+	if to == StateReleased {
+		to = ReleasedState(existing)
+	}
+	next := moved(existing, to, t)
+	if to == StateUnknown {
+		next.MayHaveSent = true
+	}
+	return next, nil
+}
+
+// ReleasedState is the state a Release of r leaves: StateReleased, the key free
+// again, unless an earlier attempt may have reached the vendor (r.MayHaveSent).
+// Then this attempt's definite failure proves nothing about the earlier one, and
+// the record becomes StateUnknown until a person resolves it.
+func ReleasedState(r Record) State {
+	if r.MayHaveSent {
+		return StateUnknown
+	}
+	return StateReleased
 }
 
 // moved is the record after an allowed transition to state to: a completed record
@@ -122,20 +178,25 @@ func (t Transition) ReceiptWithTime() Receipt {
 	return r
 }
 
-// Blocking reports whether r blocks its key at now with an unknown outcome: the
-// owner ended without proof (StateUnknown) or its lease passed while it held the
-// claim (StateClaimed), and the record is inside its window. A destructive write
-// with such a record is refused until a person resolves it. Pending lists these.
-func Blocking(r Record, now time.Time) bool {
-	if !now.Before(r.ExpiresAt) {
-		return false
-	}
-	return r.State == StateUnknown || r.State == StateClaimed && !now.Before(r.Lease)
+// Resolvable reports whether r's outcome is open with nobody left to settle it at
+// now: the owner ended without proof (StateUnknown), or it held the claim past its
+// lease plus LeaseMargin (StateClaimed; before then a worker whose clock runs behind
+// may still be sending). Only such a record blocks (Blocking) or may be resolved
+// (ApplyResolve).
+func Resolvable(r Record, now time.Time) bool {
+	return r.State == StateUnknown || r.State == StateClaimed && !now.Before(r.Lease.Add(LeaseMargin))
 }
 
-// ApplyResolve is the rule of Resolve: a record of owner t.Owner in StateUnknown,
-// or in StateClaimed with its lease passed at t.Now, moves to StateCompleted (with
-// t.Result, remembered until t.Now+t.Window) or StateReleased. Unlike Blocking it
+// Blocking reports whether r blocks its key at now with an unknown outcome: it is
+// Resolvable and not Expired. A destructive write with such a record is refused
+// until a person resolves it. Pending lists these.
+func Blocking(r Record, now time.Time) bool {
+	return Resolvable(r, now) && !Expired(r, now)
+}
+
+// ApplyResolve is the rule of Resolve: a Resolvable record of owner t.Owner moves to
+// StateCompleted (with t.Result, remembered until t.Now+t.Window) or StateReleased.
+// Only the release (a person's "not sent") clears MayHaveSent. Unlike Blocking it
 // does not look at the window: an operator may still settle a record the next Begin
 // would forget. Anything else is ErrNotOwner. Backends that run the check in SQL
 // must match it.
@@ -143,11 +204,14 @@ func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
 	if to != StateCompleted && to != StateReleased {
 		return existing, fmt.Errorf("idemgate/store: resolve to %q: want %q or %q", to, StateCompleted, StateReleased)
 	}
-	if existing.Owner != t.Owner ||
-		!(existing.State == StateUnknown || existing.State == StateClaimed && !t.Now.Before(existing.Lease)) {
+	if existing.Owner != t.Owner || !Resolvable(existing, t.Now) {
 		return existing, ErrNotOwner
 	}
-	return moved(existing, to, t), nil
+	next := moved(existing, to, t)
+	if to == StateReleased {
+		next.MayHaveSent = false
+	}
+	return next, nil
 }
 
 // PauseReceipt is the receipt Pause (DecisionPaused) and Resume (DecisionResumed) append.

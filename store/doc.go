@@ -11,6 +11,13 @@
 // Decide and Apply are the rules every backend applies, so every backend agrees;
 // package storetest checks a backend against them.
 //
+// Two rules hold whatever the timing. A claim whose lease (plus LeaseMargin) has not
+// passed is never expired, swept or claimed again (Expired), however short the
+// window. And "an earlier attempt may have reached the vendor" (Record.MayHaveSent)
+// only grows: a later attempt's definite failure leaves the key unknown
+// (ReleasedState) and its first-claimed time stays; only a person's Resolve to
+// released clears it.
+//
 // Backends: store/memory (tests), store/sqlite (embedded default) and
 // store/postgres (many workers on many machines).
 package store

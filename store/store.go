@@ -79,11 +79,18 @@ type Record struct {
 	Attempt       int32
 	// Claims counts how often the key was claimed in this window (first claim, takeovers, re-claims after release).
 	Claims int
-	// CreatedAt is when the claim began that may have reached the outside world: a
-	// takeover keeps it; a re-claim after a release starts anew.
+	// MayHaveSent: an earlier attempt may have reached the vendor. Abandon and a
+	// takeover set it; it is never cleared but by a person's Resolve to
+	// StateReleased ("not sent"). While it holds, a Release leaves StateUnknown
+	// (see ReleasedState) and CreatedAt does not move.
+	MayHaveSent bool
+	// CreatedAt is when the claim began that may have reached the outside world
+	// (the start of a vendor's deduplication window): a takeover keeps it; a
+	// re-claim after a release starts anew.
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	// ExpiresAt is when the record is forgotten: a later Begin treats it as absent and Sweep removes it.
+	// ExpiresAt is when the record is forgotten (see Expired): a later Begin treats
+	// it as absent and Sweep removes it. Never before Lease+LeaseMargin of a claim.
 	ExpiresAt time.Time
 }
 
@@ -98,7 +105,8 @@ type Claim struct {
 	Owner string
 	// Lease is this attempt's deadline.
 	Lease time.Time
-	// Window is how long the record is remembered from Now (and, after Complete, from completion).
+	// Window is how long the record is remembered from Now (and, after Complete,
+	// from completion), and at least until Lease+LeaseMargin (see Claim.Expires).
 	Window time.Duration
 	// TakeOver: when the earlier owner is gone with the outcome unknown, take the claim
 	// (idempotent writes) instead of reporting OutcomeUnknown (destructive ones).
@@ -171,14 +179,17 @@ func (p Pause) Scope() string {
 //
 // Complete, Release and Abandon succeed only for the current owner of a claim in
 // StateClaimed, and return ErrNotOwner otherwise. Resolve succeeds only for the
-// current owner of a blocking claim (see Blocking), and returns ErrNotOwner otherwise.
+// current owner of a Resolvable claim, and returns ErrNotOwner otherwise.
 type Store interface {
 	Begin(ctx context.Context, c Claim) (Outcome, Record, error)
 	// Complete stores the result: StateCompleted.
 	Complete(ctx context.Context, t Transition) error
-	// Release records a definite failure: StateReleased, the next Begin claims anew.
+	// Release records a definite failure of this attempt: StateReleased, the next
+	// Begin claims anew; or StateUnknown when an earlier attempt may have reached the
+	// vendor (Record.MayHaveSent, see ReleasedState).
 	Release(ctx context.Context, t Transition) error
-	// Abandon records that the owner ended with the outcome unknown: StateUnknown.
+	// Abandon records that the owner ended with the outcome unknown: StateUnknown,
+	// MayHaveSent.
 	Abandon(ctx context.Context, t Transition) error
 	// Get returns the record of a key, or ErrNotFound.
 	Get(ctx context.Context, key string) (Record, error)
@@ -186,18 +197,18 @@ type Store interface {
 	Append(ctx context.Context, r Receipt) error
 	// Receipts lists receipts matching f, oldest first.
 	Receipts(ctx context.Context, f ReceiptFilter) ([]Receipt, error)
-	// Sweep removes at most limit records whose ExpiresAt is at or before now and
-	// reports how many it removed. Receipts are kept.
+	// Sweep removes at most limit records that are Expired at now and reports how
+	// many it removed. Receipts are kept.
 	Sweep(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// Pending lists at most limit (<= 0: all) records that block their key at now
 	// (see Blocking): the earlier owner is gone and nobody knows whether its write
 	// happened. Oldest CreatedAt first (then by key).
 	Pending(ctx context.Context, now time.Time, limit int) ([]Record, error)
-	// Resolve settles a blocking record of owner t.Owner for a person or reconciler:
+	// Resolve settles a Resolvable record of owner t.Owner for a person or reconciler:
 	// to StateCompleted (the write happened; t.Result is returned to the next
 	// attempt, remembered until t.Now+t.Window) or StateReleased (it did not; the
-	// next attempt runs). See ApplyResolve. t.Receipt (DecisionResolved) is appended
+	// next attempt runs, and MayHaveSent is cleared). See ApplyResolve. t.Receipt (DecisionResolved) is appended
 	// in the same atomic step. ErrNotOwner when the owner changed or the record does
 	// not block (a live claim, a completed or released one); ErrNotFound when there is
 	// no record.

@@ -8,8 +8,11 @@
 //
 // Every flag has an environment variable (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 // IDEMGATE_TASK_QUEUE, IDEMGATE_STORE, IDEMGATE_DOCS_URL, …). --store takes a SQLite
-// path (default idemgate.db) or a PostgreSQL DSN (postgres://…). At start it prints
-// the census of its activities and names the ones flagged for review.
+// path (default idemgate.db, created readable by its owner only) or a PostgreSQL DSN
+// (postgres://… or host=… dbname=…); what the worker prints never shows its password.
+// The model planner's API key comes from OPENAI_API_KEY or --llm-api-key-file FILE,
+// never from the command line. At start it prints the census of its activities and
+// names the ones flagged for review.
 package main
 
 import (
@@ -29,6 +32,7 @@ import (
 
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/workflows"
@@ -46,7 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	address := fs.String("temporal-address", envOr("TEMPORAL_ADDRESS", "localhost:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	queue := fs.String("task-queue", envOr("IDEMGATE_TASK_QUEUE", "agent"), "task queue to poll")
-	storeSpec := fs.String("store", envOr("IDEMGATE_STORE", storeopen.DefaultPath), "SQLite path or PostgreSQL DSN")
+	storeSpec := fs.String("store", envOr("IDEMGATE_STORE", storeopen.DefaultPath), "SQLite path or PostgreSQL DSN (postgres://... or host=... dbname=...)")
+	fs.Lookup("store").DefValue = storeopen.Redact(*storeSpec) // -h prints it: never the password
 	durability := fs.String("durability", envOr("IDEMGATE_DURABILITY", "claim"), "which store commits are synced before they return: claim (the claim only; later steps within 100 ms) or strict (every step)")
 	var ep activities.Endpoints
 	fs.StringVar(&ep.Docs, "docs-url", os.Getenv("IDEMGATE_DOCS_URL"), "document search base URL")
@@ -57,7 +62,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&ep.Chat, "chat-url", os.Getenv("IDEMGATE_CHAT_URL"), "chat base URL")
 	llmURL := fs.String("llm-base-url", os.Getenv("IDEMGATE_LLM_BASE_URL"), "OpenAI-compatible API root for the model planner (default: jobs must carry a script)")
 	llmModel := fs.String("llm-model", os.Getenv("IDEMGATE_LLM_MODEL"), "model for the model planner")
-	llmKey := fs.String("llm-api-key", os.Getenv("OPENAI_API_KEY"), "API key for the model planner")
+	llmKeyFile := fs.String("llm-api-key-file", "", "file holding the model planner's API key (default: $OPENAI_API_KEY)")
+	if err := secrets.RefuseFlag(args, "llm-api-key", "OPENAI_API_KEY", "llm-api-key-file"); err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -73,9 +82,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
 	}
+	llmKey := os.Getenv("OPENAI_API_KEY")
+	if *llmKeyFile != "" {
+		if llmKey, err = secrets.ReadFile(*llmKeyFile); err != nil {
+			fmt.Fprintf(stderr, "worker: --llm-api-key-file: %v\n", err)
+			return 2
+		}
+	}
 	var planner activities.Planner
 	if *llmURL != "" {
-		planner = activities.ChatPlanner{BaseURL: *llmURL, Model: *llmModel, APIKey: *llmKey}
+		planner = activities.ChatPlanner{BaseURL: *llmURL, Model: *llmModel, APIKey: llmKey}
 	}
 	dur, err := store.ParseDurability(*durability)
 	if err != nil {
@@ -88,6 +104,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer st.Close()
+	if w := storeopen.PermissionWarning(*storeSpec); w != "" {
+		fmt.Fprintf(stderr, "worker: %s\n", w)
+	}
 	opts := activities.GateOptions(st)
 	gate, err := interceptor.New(opts)
 	if err != nil {
@@ -110,9 +129,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	census := opts.Census(activities.Names())
 	fmt.Fprintln(stdout, census)
 	for _, name := range census.Review {
-		fmt.Fprintf(stdout, "review: %s has no known verb and is treated as destructive; confirm it with Options.Effects\n", name)
+		fmt.Fprintf(stdout, "review: %s: %s\n", name, census.Effects[name].Reason())
 	}
-	fmt.Fprintf(stdout, "worker: polling %s on %s (namespace %s), store %s\n", *queue, *address, *namespace, *storeSpec)
+	fmt.Fprintf(stdout, "worker: polling %s on %s (namespace %s), store %s\n", *queue, *address, *namespace, storeopen.Redact(*storeSpec))
 	if err := w.Start(); err != nil {
 		fmt.Fprintf(stderr, "worker: start: %v\n", err)
 		return 2

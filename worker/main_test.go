@@ -3,15 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/idemgate/idemgate/activities"
+	"github.com/idemgate/idemgate/internal/pgtest"
+	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/vendorsim"
 	"github.com/idemgate/idemgate/workflows"
 )
@@ -98,4 +105,110 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+var vendorURLs = []string{"--docs-url", "http://127.0.0.1:9/d", "--crm-url", "http://127.0.0.1:9/c", "--tickets-url", "http://127.0.0.1:9/t",
+	"--payments-url", "http://127.0.0.1:9/p", "--email-url", "http://127.0.0.1:9/e", "--chat-url", "http://127.0.0.1:9/s"}
+
+// The worker prints its store at start, in -h and in errors: never the password,
+// whatever the DSN's form. Checked against a real PostgreSQL with a role that has one.
+func TestStartupRedactsStore(t *testing.T) {
+	const pw = "Zq7-s3cret-pw"
+	dsn := pgtest.DSN(t, "./worker/")
+	ctx := context.Background()
+	role := "idemgate_pw_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+role+" LOGIN SUPERUSER PASSWORD '"+pw+"'"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("drop role: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP ROLE "+role); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	u, err := url.Parse(pgtest.Schema(t, dsn, "idemgate_worker")) // dropped before the role
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, pw)
+	kv := fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=%s sslmode=disable search_path=%s",
+		u.Hostname(), u.Port(), role, pw, strings.TrimPrefix(u.Path, "/"), u.Query().Get("search_path"))
+
+	srv := temporaltest.NewServer(temporaltest.WithT(t))
+	for _, spec := range []string{u.String(), kv} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, append([]string{"--temporal-address", srv.GetFrontendHostPort(), "--namespace", srv.GetDefaultNamespace(),
+				"--task-queue", "redact-test", "--store", spec}, vendorURLs...), &out, &out)
+		}()
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(out.String(), "worker: polling") && time.Now().Before(deadline) {
+			select {
+			case code := <-done:
+				t.Fatalf("worker exited %d: %s", code, out.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		cancel()
+		if code := <-done; code != 0 {
+			t.Fatalf("worker exited %d: %s", code, out.String())
+		}
+		if !strings.Contains(out.String(), "worker: polling") || !strings.Contains(out.String(), "xxxxx") ||
+			!strings.Contains(out.String(), role) || strings.Contains(out.String(), pw) {
+			t.Fatalf("start-up with %s: want the store named with its password redacted:\n%s", storeopen.Redact(spec), out.String())
+		}
+	}
+
+	// The server is not there: the error names it, not the password.
+	bad := *u
+	bad.Host = "127.0.0.1:1"
+	var out, errOut bytes.Buffer
+	if code := run(ctx, append([]string{"--store", bad.String()}, vendorURLs...), &out, &errOut); code != 2 ||
+		strings.Contains(errOut.String(), pw) || !strings.Contains(errOut.String(), "127.0.0.1:1") {
+		t.Fatalf("exit %d, stderr %q: want 2 and an error without the password", code, errOut.String())
+	}
+	// -h shows the default from IDEMGATE_STORE, redacted.
+	t.Setenv("IDEMGATE_STORE", u.String())
+	out.Reset()
+	errOut.Reset()
+	if code := run(ctx, []string{"-h"}, &out, &errOut); code != 2 || strings.Contains(errOut.String(), pw) ||
+		!strings.Contains(errOut.String(), role+":xxxxx@") {
+		t.Fatalf("-h: exit %d, %q", code, errOut.String())
+	}
+}
+
+// The model's API key is never taken on the command line: the flag is refused,
+// without echoing the key, before anything starts.
+func TestAPIKeyFlagRefused(t *testing.T) {
+	for _, args := range [][]string{{"--llm-api-key", "sk-Zq7secret"}, {"-llm-api-key=sk-Zq7secret"}} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append(append([]string{"--store", filepath.Join(t.TempDir(), "w.db")}, vendorURLs...), args...), &out, &errOut)
+		if code != 2 || strings.Contains(errOut.String()+out.String(), "Zq7secret") ||
+			!strings.Contains(errOut.String(), "OPENAI_API_KEY") || !strings.Contains(errOut.String(), "--llm-api-key-file FILE") {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errOut.String())
+		}
+	}
+}
+
+// An API key file that cannot be read stops the worker with an error naming the file.
+func TestAPIKeyFileUnreadable(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-key")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), append([]string{"--store", filepath.Join(t.TempDir(), "w.db"),
+		"--llm-base-url", "http://127.0.0.1:9/v1", "--llm-api-key-file", missing}, vendorURLs...), &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "--llm-api-key-file") || !strings.Contains(errOut.String(), missing) {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
 }

@@ -123,7 +123,7 @@ func (c *cli) receipts(args []string) error {
 		return nil
 	}
 	tw := c.table()
-	fmt.Fprintln(tw, "TIME\tKEY\tACTIVITY\tEFFECT\tWORKFLOW/RUN\tATTEMPT\tDECISION\tARGS HASH\tRESULT\tNOTE")
+	row(tw, "TIME", "KEY", "ACTIVITY", "EFFECT", "WORKFLOW/RUN", "ATTEMPT", "DECISION", "ARGS HASH", "RESULT", "NOTE")
 	for _, r := range rs {
 		d := string(r.Decision)
 		if r.Resolution != "" {
@@ -141,8 +141,7 @@ func (c *cli) receipts(args []string) error {
 		if r.Attempt > 0 {
 			attempt = fmt.Sprint(r.Attempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(r.Time), dash(r.Key), dash(r.Activity), dash(r.Effect),
-			run, attempt, d, dash(clip(r.ArgsHash, 12)), dash(r.ResultRef), dash(clip(note, 100)))
+		row(tw, ts(r.Time), r.Key, r.Activity, r.Effect, run, attempt, d, clip(r.ArgsHash, 12), r.ResultRef, clip(note, 100))
 	}
 	tw.Flush()
 	if more {
@@ -219,14 +218,14 @@ func (c *cli) pending(args []string) error {
 		return nil
 	}
 	tw := c.table()
-	fmt.Fprintln(tw, "SINCE\tAGE\tKEY\tACTIVITY\tEFFECT\tSTATE\tWORKFLOW/RUN\tATTEMPT\tWITHHELD CALL")
+	row(tw, "SINCE", "AGE", "KEY", "ACTIVITY", "EFFECT", "STATE", "WORKFLOW/RUN", "ATTEMPT", "WITHHELD CALL")
 	for _, r := range rs {
 		state := string(r.State)
 		if r.State == store.StateClaimed {
 			state = "claimed, lease passed " + ts(r.Lease)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%d\t%s\n", ts(r.CreatedAt), now.Sub(r.CreatedAt).Round(time.Second),
-			r.Key, r.Activity, r.Effect, state, r.WorkflowID, clip(r.RunID, 8), r.Attempt, withheldCall(r))
+		row(tw, ts(r.CreatedAt), now.Sub(r.CreatedAt).Round(time.Second).String(), r.Key, r.Activity, r.Effect, state,
+			r.WorkflowID+"/"+clip(r.RunID, 8), fmt.Sprint(r.Attempt), withheldCall(r))
 	}
 	tw.Flush()
 	fmt.Fprintln(c.stdout, "\nCheck each with the vendor, then: idemgate resolve KEY --sent --result FILE --reason WHY"+
@@ -327,10 +326,10 @@ func (c *cli) resolve(args []string) error {
 			"actor": t.Receipt.Actor, "reason": t.Receipt.Reason, "result_ref": t.Receipt.ResultRef})
 	}
 	if *sent {
-		fmt.Fprintf(c.stdout, "resolved %s as sent by %s: the next attempt of %s returns the stored result (%s) without "+
+		c.printf("resolved %s as sent by %s: the next attempt of %s returns the stored result (%s) without "+
 			"running; the workflow decodes it into the activity's result type.\n", key, t.Receipt.Actor, rec.Activity, t.Receipt.ResultRef)
 	} else {
-		fmt.Fprintf(c.stdout, "resolved %s as not sent by %s: the claim is released; the next attempt of %s runs %s once more.\n",
+		c.printf("resolved %s as not sent by %s: the claim is released; the next attempt of %s runs %s once more.\n",
 			key, t.Receipt.Actor, rec.Activity, withheldCall(rec))
 	}
 	return nil
@@ -345,10 +344,11 @@ func resolvable(r store.Record, now time.Time) error {
 	case r.State == store.StateReleased:
 		return fmt.Errorf("key %s is already released (%s): the next attempt runs the write; nothing changed. "+
 			"Its history: `idemgate receipts --key %s`", r.Key, ts(r.UpdatedAt), r.Key)
-	case r.State == store.StateClaimed && now.Before(r.Lease):
+	case r.State == store.StateClaimed && !store.Resolvable(r, now):
+		// Until the lease plus store.LeaseMargin: a worker whose clock runs behind may still send.
 		return fmt.Errorf("key %s is held by attempt %d of workflow %s, which may still be running until %s: "+
 			"its outcome is not unknown yet. Nothing changed; wait for the attempt, then look at `idemgate pending`",
-			r.Key, r.Attempt, r.WorkflowID, ts(r.Lease))
+			r.Key, r.Attempt, r.WorkflowID, ts(r.Lease.Add(store.LeaseMargin)))
 	case r.State != store.StateUnknown && r.State != store.StateClaimed:
 		return fmt.Errorf("key %s is in state %q, which resolve does not know; nothing changed", r.Key, r.State)
 	}
@@ -436,8 +436,8 @@ func (c *cli) pause(args []string) error {
 	}
 	if p.Activity != "" {
 		if cl := interceptor.Classify(p.Activity); cl.Effect == interceptor.Read {
-			fmt.Fprintf(c.stderr, "note: %s reads as a read by its name; reads are never paused — unless the workers' "+
-				"Options.Effects makes it a write, this pause changes nothing\n", p.Activity)
+			fmt.Fprint(c.stderr, escape(fmt.Sprintf("note: %s reads as a read by its name; reads are never paused — unless the workers' "+
+				"Options.Effects makes it a write, this pause changes nothing\n", p.Activity), false))
 		}
 	}
 	ctx, st, done, err := c.session(f)
@@ -451,7 +451,7 @@ func (c *cli) pause(args []string) error {
 	if f.json {
 		return c.printJSON(pauseJSON(p))
 	}
-	fmt.Fprintf(c.stdout, "paused writes of %s (by %s: %s). Workers refuse them within their pause refresh (2 s by "+
+	c.printf("paused writes of %s (by %s: %s). Workers refuse them within their pause refresh (2 s by "+
 		"default). Lift it with `idemgate resume %s`.\n", p.Scope(), p.Actor, dash(p.Reason), scopeFlag(p))
 	return nil
 }
@@ -481,7 +481,7 @@ func (c *cli) resume(args []string) error {
 	if f.json {
 		return c.printJSON(pauseJSON(p))
 	}
-	fmt.Fprintf(c.stdout, "resumed writes of %s (by %s). Workers run them again within their pause refresh.\n", p.Scope(), p.Actor)
+	c.printf("resumed writes of %s (by %s). Workers run them again within their pause refresh.\n", p.Scope(), p.Actor)
 	return nil
 }
 
@@ -511,9 +511,9 @@ func (c *cli) pauses(args []string) error {
 		return nil
 	}
 	tw := c.table()
-	fmt.Fprintln(tw, "PAUSED\tSINCE\tBY\tREASON")
+	row(tw, "PAUSED", "SINCE", "BY", "REASON")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Scope(), ts(p.Time), p.Actor, dash(p.Reason))
+		row(tw, p.Scope(), ts(p.Time), p.Actor, p.Reason)
 	}
 	return tw.Flush()
 }
@@ -531,13 +531,18 @@ type censusItem struct {
 	Name   string `json:"name"`
 	Effect string `json:"effect"`
 	Verb   string `json:"verb,omitempty"`
+	Word   string `json:"word,omitempty"` // the word the decision rests on
+	Rule   string `json:"rule"`           // interceptor.Source: verb, phrasal, none, …
+	Reason string `json:"reason"`
 	Review bool   `json:"review"`
 }
 
 func (c *cli) census(args []string) error {
-	f := c.newFlags("census", "[--strict] NAME...", "Classifies activity names as the gate does (no Options.Effects overrides)\n"+
-		"and flags names with no known verb: they are treated as destructive until a person confirms them.", false)
-	strict := f.Bool("strict", false, "exit 1 when any name needs review")
+	f := c.newFlags("census", "[--strict] NAME...", "Classifies activity names as the gate does (no Options.Effects overrides), prints the word\n"+
+		"that decided and why, and flags the names whose grammar cannot tell (no known verb, a verb out of\n"+
+		"place, a verb that reads or writes): they count as destructive, or the more severe reading, until a\n"+
+		"person confirms them.", false)
+	strict := f.Bool("strict", false, "exit 1 when any name is flagged for review")
 	names, err := f.parse(args)
 	if err != nil {
 		return err
@@ -554,7 +559,8 @@ func (c *cli) census(args []string) error {
 		}
 		seen[n] = true
 		cl := rep.Effects[n]
-		items = append(items, censusItem{Name: n, Effect: cl.Effect.String(), Verb: cl.Verb, Review: cl.Review})
+		items = append(items, censusItem{Name: n, Effect: cl.Effect.String(), Verb: cl.Verb, Word: cl.Word,
+			Rule: cl.Source.String(), Reason: cl.Reason(), Review: cl.Review})
 	}
 	if f.json {
 		if err := c.printJSON(censusJSON{Read: rep.Read, IdempotentWrite: rep.IdempotentWrite, Destructive: rep.Destructive,
@@ -563,20 +569,25 @@ func (c *cli) census(args []string) error {
 		}
 	} else {
 		tw := c.table()
-		fmt.Fprintln(tw, "ACTIVITY\tEFFECT\tVERB\tREVIEW")
+		row(tw, "ACTIVITY", "EFFECT", "WORD", "REVIEW", "REASON")
 		for _, it := range items {
 			review := ""
 			if it.Review {
-				review = "needs review: no known verb, treated as destructive"
+				review = "needs review"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Name, it.Effect, dash(it.Verb), review)
+			row(tw, it.Name, it.Effect, dash(it.Word), review, it.Reason)
 		}
 		tw.Flush()
-		fmt.Fprintln(c.stdout, rep.String())
+		c.printf("%s\n", rep.String())
 	}
 	if *strict && len(rep.Review) > 0 {
-		return fmt.Errorf("--strict: %d name(s) need review: %s. Rename them with a verb, or classify them in "+
-			"the workers' Options.Effects", len(rep.Review), strings.Join(rep.Review, ", "))
+		why := make([]string, len(rep.Review))
+		for i, n := range rep.Review {
+			why[i] = "  " + n + ": " + rep.Effects[n].Reason()
+		}
+		return fmt.Errorf("--strict: %d name(s) need review: %s. Rename them so the verb comes first, or classify "+
+			"them in the workers' Options.Effects:\n%s", len(rep.Review), strings.Join(rep.Review, ", "),
+			strings.Join(why, "\n"))
 	}
 	return nil
 }

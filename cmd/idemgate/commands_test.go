@@ -84,7 +84,7 @@ func TestPendingAndResolve(t *testing.T) {
 		ctx := context.Background()
 		now := time.Now()
 		seed(t, st, "key-unknown-01", "wf-1", now.Add(-10*time.Minute), now.Add(time.Hour), "abandon")
-		seed(t, st, "key-lease-gone", "wf-2", now.Add(-5*time.Minute), now.Add(-4*time.Minute), "")
+		seed(t, st, "key-lease-gone", "wf-2", now.Add(-7*time.Minute), now.Add(-store.LeaseMargin-time.Minute), "")
 		seed(t, st, "key-live-claim", "wf-3", now.Add(-time.Minute), now.Add(time.Hour), "")
 		seed(t, st, "key-completed1", "wf-4", now.Add(-time.Minute), now.Add(time.Hour), "complete")
 
@@ -162,11 +162,13 @@ func TestResolveRefusesBadInput(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		st := openStore(t, b)
 		now := time.Now()
-		keys := []string{"key-unknown-01", "key-live-claim", "key-completed1", "key-released01"}
+		keys := []string{"key-unknown-01", "key-live-claim", "key-completed1", "key-released01", "key-in-margin1"}
 		seed(t, st, keys[0], "wf-1", now.Add(-time.Minute), now.Add(time.Hour), "abandon")
 		seed(t, st, keys[1], "wf-2", now.Add(-time.Minute), now.Add(time.Hour), "")
 		seed(t, st, keys[2], "wf-3", now.Add(-time.Minute), now.Add(time.Hour), "complete")
 		seed(t, st, keys[3], "wf-4", now.Add(-time.Minute), now.Add(time.Hour), "abandon")
+		// Its lease passed a minute ago: inside store.LeaseMargin its worker may still send.
+		seed(t, st, keys[4], "wf-5", now.Add(-2*time.Minute), now.Add(-time.Minute), "")
 		ok(t, "resolve", keys[3], "--store", b.spec, "--not-sent", "--reason", "first resolution")
 		good := writeFile(t, "good.json", `"ch_1"`)
 		bad := writeFile(t, "bad.json", `ch_1 was charged`)
@@ -186,6 +188,8 @@ func TestResolveRefusesBadInput(t *testing.T) {
 			{"completed", []string{"resolve", keys[2], "--not-sent", "--reason", "r"}, exitFail,
 				[]string{"already completed", "nothing to resolve"}},
 			{"live claim", []string{"resolve", keys[1], "--not-sent", "--reason", "r"}, exitFail,
+				[]string{"may still be running", "wait for the attempt"}},
+			{"lease passed, inside the margin", []string{"resolve", keys[4], "--not-sent", "--reason", "r"}, exitFail,
 				[]string{"may still be running", "wait for the attempt"}},
 			{"no reason", []string{"resolve", keys[0], "--not-sent"}, exitUsage, []string{"--reason is required"}},
 			{"blank reason", []string{"resolve", keys[0], "--not-sent", "--reason", "  "}, exitUsage, []string{"--reason is required"}},
@@ -312,6 +316,28 @@ func TestCensus(t *testing.T) {
 		t.Fatalf("--strict with a name to review: %s", r)
 	}
 	ok(t, "census", "--strict", "GetBalance", "SendInvoice")
+}
+
+// census reads grammar: it prints the deciding word and reason, and --strict fails on
+// every name whose grammar cannot tell — also names that hold a known verb.
+func TestCensusGrammar(t *testing.T) {
+	r := ok(t, "census", "--strict", "GetOrder", "GetAndRotateKeys", "UpdateOrderStatus")
+	for _, want := range []string{"REASON", `"get" is the verb: read`, `"rotate" is the verb: destructive`,
+		"effects: read=1 idempotent-write=1 destructive=1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("census lacks %q: %s", want, r)
+		}
+	}
+	c := decodeJSON[censusJSON](t, ok(t, "census", "--json", "GetBasketOrder", "CheckIn"))
+	if a := c.Activities; len(a) != 2 || a[0].Effect != "read" || a[0].Word != "get" || a[0].Rule != "verb" ||
+		a[1].Rule != "phrasal" || !a[1].Review || !strings.Contains(a[1].Reason, "phrasal verb") {
+		t.Fatalf("census --json = %+v", c)
+	}
+	r = idem(t, "census", "--strict", "GetOrder", "CheckIn", "VerifyEmail", "CreditCheck", "GetAndRotateKeys")
+	if r.code != exitFail || !strings.Contains(r.stderr, "3 name(s) need review: CheckIn, CreditCheck, VerifyEmail") ||
+		!strings.Contains(r.stderr, `VerifyEmail: "verify" reads or writes`) || !strings.Contains(r.stderr, `CheckIn: "check" "in" is a phrasal verb`) {
+		t.Fatalf("--strict with grammar flags: %s", r)
+	}
 }
 
 func TestSweep(t *testing.T) {

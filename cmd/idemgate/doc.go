@@ -50,8 +50,10 @@
 // default), without a restart, and says who paused, when and why. Reads are never
 // paused. pauses lists the pauses in force.
 //
-// census classifies activity names as the gate does and flags names with no known
-// verb; --strict exits 1 when any name needs review.
+// census classifies activity names as the gate does, prints the word that decided
+// and why, and flags the names whose grammar cannot tell (no known verb, a verb out of
+// place, a verb that reads or writes); --strict exits 1 and lists them with their
+// reasons when any name is flagged.
 //
 // sweep removes the records past their window once and reports how many.
 //

@@ -92,11 +92,11 @@ func (c *cli) main(args []string) int {
 	case errors.As(err, &ue) && ue.quiet:
 		return exitUsage
 	case errors.As(err, &ue):
-		fmt.Fprintf(c.stderr, "idemgate %s: %s\n", args[0], ue.msg)
+		fmt.Fprintf(c.stderr, "idemgate %s: %s\n", args[0], escape(ue.msg, false))
 		fmt.Fprintf(c.stderr, "Run `idemgate %s --help` for its flags.\n", args[0])
 		return exitUsage
 	default:
-		fmt.Fprintf(c.stderr, "idemgate %s: %v\n", args[0], err)
+		fmt.Fprintf(c.stderr, "idemgate %s: %s\n", args[0], escape(err.Error(), false))
 		return exitFail
 	}
 }
@@ -132,13 +132,14 @@ type flags struct {
 
 func (c *cli) newFlags(name, args, about string, withStore bool) *flags {
 	f := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), noStore: !withStore}
-	f.SetOutput(c.stderr)
+	f.SetOutput(escapeWriter{c.stderr})
 	if withStore {
 		def := c.getenv("IDEMGATE_STORE")
 		if def == "" {
 			def = storeopen.DefaultPath
 		}
-		f.StringVar(&f.store, "store", def, "the store: a SQLite file path or a PostgreSQL DSN (postgres://...)")
+		f.StringVar(&f.store, "store", def, "the store: a SQLite file path or a PostgreSQL DSN (postgres://... or host=... dbname=...)")
+		f.Lookup("store").DefValue = storeopen.Redact(def) // --help shows it: never the password
 	}
 	f.BoolVar(&f.json, "json", false, "print JSON")
 	f.Usage = func() {
@@ -200,6 +201,9 @@ func (c *cli) session(f *flags) (context.Context, storeopen.Store, func(), error
 // error: an operator pointed at the wrong path must not get a new, empty store.
 func (c *cli) open(ctx context.Context, f *flags) (storeopen.Store, error) {
 	spec := f.store
+	if err := storeopen.Check(spec); err != nil {
+		return nil, err
+	}
 	if !storeopen.IsPostgres(spec) {
 		if _, err := os.Stat(spec); err != nil {
 			return nil, fmt.Errorf("no store at %q (%v). Pass --store with the path of the worker's SQLite file or a "+
@@ -210,13 +214,20 @@ func (c *cli) open(ctx context.Context, f *flags) (storeopen.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if w := storeopen.PermissionWarning(spec); w != "" {
+		fmt.Fprintln(c.stderr, escape(w, false))
+	}
 	return st, nil
 }
 
+// printJSON prints v as indented JSON that carries no control character raw.
 func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = c.stdout.Write(append(jsonSafe(b), '\n'))
+	return err
 }
 
 func (c *cli) table() *tabwriter.Writer {

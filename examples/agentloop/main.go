@@ -8,6 +8,9 @@
 //	go run ./examples/agentloop --plan plan.json                    # your own scripted plan
 //	go run ./examples/agentloop --llm-base-url http://localhost:11434/v1 --llm-model qwen2.5
 //
+// The model's API key comes from OPENAI_API_KEY or --llm-api-key-file FILE, never
+// from the command line, where every user sees it in the process list.
+//
 // It exits 0 when every vendor count is as expected, 1 when one is not, and 2 when it
 // could not run (a clear one-line error says what to fix).
 package main
@@ -24,6 +27,8 @@ import (
 
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/internal/demo"
+	"github.com/idemgate/idemgate/internal/secrets"
+	"github.com/idemgate/idemgate/internal/storeopen"
 )
 
 func main() {
@@ -40,7 +45,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	llmURL := fs.String("llm-base-url", os.Getenv("IDEMGATE_LLM_BASE_URL"), "OpenAI-compatible API root; enables the model planner (off by default)")
 	llmModel := fs.String("llm-model", os.Getenv("IDEMGATE_LLM_MODEL"), "model name for the model planner")
-	llmKey := fs.String("llm-api-key", os.Getenv("OPENAI_API_KEY"), "API key for the model planner")
+	llmKeyFile := fs.String("llm-api-key-file", "", "file holding the model planner's API key (default: $OPENAI_API_KEY)")
+	if err := secrets.RefuseFlag(args, "llm-api-key", "OPENAI_API_KEY", "llm-api-key-file"); err != nil {
+		fmt.Fprintf(stderr, "agentloop: %v\n", err)
+		return 2
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -66,11 +75,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "agentloop: --llm-base-url needs --llm-model (e.g. --llm-model gpt-4o-mini)")
 			return 2
 		}
-		cfg.Planner = activities.ChatPlanner{BaseURL: *llmURL, Model: *llmModel, APIKey: *llmKey}
+		key := os.Getenv("OPENAI_API_KEY")
+		if *llmKeyFile != "" {
+			var err error
+			if key, err = secrets.ReadFile(*llmKeyFile); err != nil {
+				fmt.Fprintf(stderr, "agentloop: --llm-api-key-file: %v\n", err)
+				return 2
+			}
+		}
+		cfg.Planner = activities.ChatPlanner{BaseURL: *llmURL, Model: *llmModel, APIKey: key}
 	}
 	if !*asJSON {
 		cfg.Out = stdout
-		fmt.Fprintf(stdout, "idemgate demo: store %s\n", cfg.Store)
+		fmt.Fprintf(stdout, "idemgate demo: store %s\n", storeopen.Redact(cfg.Store))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -81,6 +98,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer d.Close()
+	if w := storeopen.PermissionWarning(cfg.Store); w != "" {
+		fmt.Fprintf(stderr, "agentloop: %s\n", w)
+	}
 	report, err := d.Run(ctx)
 	if *asJSON {
 		if jerr := report.WriteJSON(stdout); jerr != nil {

@@ -69,9 +69,30 @@ func TestModelPlannerUnknownTool(t *testing.T) {
 		_, _ = w.Write([]byte(`{"choices":[{"message":{"tool_calls":[{"function":{"name":"DropDatabase","arguments":"{}"}}]}}]}`))
 	}))
 	defer chat.Close()
-	code, _, stderr := runDemo(t, "--llm-base-url", chat.URL+"/v1", "--llm-model", "m", "--llm-api-key", "sk-test",
+	code, _, stderr := runDemo(t, "--llm-base-url", chat.URL+"/v1", "--llm-model", "m", "--llm-api-key-file", writeFile(t, "sk-test\n"),
 		"--store", filepath.Join(t.TempDir(), "s.db"))
 	if code != 2 || !strings.Contains(stderr, `unknown tool "DropDatabase"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// The model's API key is never taken on the command line: the flag is refused,
+// without echoing the key, before anything starts.
+func TestAPIKeyFlagRefused(t *testing.T) {
+	for _, args := range [][]string{{"--llm-api-key", "sk-Zq7secret"}, {"--llm-api-key=sk-Zq7secret"}} {
+		code, stdout, stderr := runDemo(t, append([]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m"}, args...)...)
+		if code != 2 || strings.Contains(stdout+stderr, "Zq7secret") || !strings.Contains(stderr, "OPENAI_API_KEY") ||
+			!strings.Contains(stderr, "--llm-api-key-file FILE") {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+// An API key file that cannot be read stops the demo with an error naming the file.
+func TestAPIKeyFileUnreadable(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-key")
+	code, _, stderr := runDemo(t, "--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-api-key-file", missing)
+	if code != 2 || !strings.Contains(stderr, "--llm-api-key-file") || !strings.Contains(stderr, missing) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }

@@ -114,3 +114,18 @@ func FromContext(ctx context.Context) (*State, bool) {
 	s, ok := ctx.Value(ctxKey{}).(*State)
 	return s, ok && s != nil
 }
+
+// ClockSkew is the largest difference idemgate assumes between two clocks: the
+// worker's that first claimed a key, a later worker's, and the vendor's.
+const ClockSkew = time.Minute
+
+// InVendorWindow reports whether a write whose key was first claimed at first (by
+// the claiming worker's clock) may be re-sent at now (by this worker's clock) with
+// the same key to a vendor that remembers keys for window from when it first saw
+// them. It stops 2×ClockSkew before the window ends, since each clock may be off by
+// ClockSkew: without that margin a worker whose clock runs behind re-sends to a vendor
+// that has already forgotten the key, and the write happens twice. One rule for the
+// gate (Options.VendorWindows) and idemhttp (Profile.Window).
+func InVendorWindow(first, now time.Time, window time.Duration) bool {
+	return now.Before(first.Add(window - 2*ClockSkew))
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -22,7 +23,7 @@ type VendorCount struct {
 // Report is everything the demo did.
 type Report struct {
 	Census   string          `json:"census"`
-	Store    string          `json:"store"`
+	Store    string          `json:"store"` // redacted: never the password
 	Temporal string          `json:"temporal"`
 	Checks   []Check         `json:"checks"`
 	Events   []Event         `json:"events"`
@@ -34,7 +35,7 @@ type Report struct {
 // Run runs the five scenarios in order and reports. The error is for what stopped
 // the demo from running; a scenario whose counts are wrong shows in Report.OK.
 func (d *Demo) Run(ctx context.Context) (Report, error) {
-	r := Report{Census: d.census.String(), Store: d.cfg.Store, Temporal: d.cfg.TemporalAddress, OK: true}
+	r := Report{Census: d.census.String(), Store: storeopen.Redact(d.cfg.Store), Temporal: d.cfg.TemporalAddress, OK: true}
 	if r.Temporal == "" {
 		r.Temporal = "in-process (go.temporal.io/server/temporaltest)"
 	}

@@ -146,7 +146,7 @@ func (s *Store) Receipts(_ context.Context, f store.ReceiptFilter) ([]store.Rece
 	return out, nil
 }
 
-// Sweep removes up to limit expired records.
+// Sweep removes up to limit expired records (store.Expired).
 func (s *Store) Sweep(_ context.Context, now time.Time, limit int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,7 +158,7 @@ func (s *Store) Sweep(_ context.Context, now time.Time, limit int) (int, error) 
 		if limit > 0 && n >= limit {
 			break
 		}
-		if !now.Before(r.ExpiresAt) {
+		if store.Expired(r, now) {
 			delete(s.records, k)
 			n++
 		}

@@ -61,7 +61,7 @@ func TestClaimCommitsSynchronously(t *testing.T) {
 				want      string
 			}{
 				{"claim", beginSQL + syncedCommit, []any{"k1", "ChargeCard", "destructive", "h1", []byte(nil), "a",
-					now.Add(time.Minute), now.Add(time.Hour), false, "wf", "run", 1, now}, "on"},
+					now.Add(time.Minute), now.Add(time.Hour), false, "wf", "run", 1, now, store.LeaseMargin}, "on"},
 				{"complete", completeSQL, append([]any{"k1", "a", now, []byte("{}"), false, now.Add(time.Hour)},
 					receiptArgs(r)...), tc.session},
 				{"append", receiptInsert + ` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,

@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,40 +21,8 @@ import (
 // the data stays, the activity and decision indexes are gone, the filters still
 // answer, receipts stay append-only, and Begin claims and replays.
 func TestMigrateFromVersion2(t *testing.T) {
-	d := os.Getenv("IDEMGATE_POSTGRES_DSN")
-	if d == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("IDEMGATE_POSTGRES_DSN is not set (CI=true: refusing to skip)")
-		}
-		t.Skip("IDEMGATE_POSTGRES_DSN is not set: run with scripts/with-postgres.sh")
-	}
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	name := "idemgate_v2_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
-	u, err := url.Parse(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	sd := u.String()
-
-	v2, err := pgx.Connect(ctx, sd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{
-		`CREATE TABLE idemgate_schema_version (version integer NOT NULL PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
-		migrations[0], migrations[1], `INSERT INTO idemgate_schema_version (version) VALUES (1), (2)`,
+	sd, conn, name := oldSchema(t, 2,
 		`INSERT INTO idemgate_records (key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
 			workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at) VALUES
 			('k2', 'SendEmail', 'destructive', 'h2', '\x5b325d', 'completed', 'o2', '2026-11-29 12:00:05Z', '\x7b7d', false,
@@ -60,13 +30,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 		`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
 			attempt, result_ref, error, actor, reason) VALUES
 			('2026-11-29 12:00:04Z', 'k2', 'SendEmail', 'destructive', 'claimed', 'h2', NULL, 'wf2', 'run', 3, '', '', '', ''),
-			('2026-11-29 12:00:06Z', 'k2', 'SendEmail', 'destructive', 'ran', 'h2', NULL, 'wf2', 'run', 3, 'sha256:ab', '', '', '')`,
-	} {
-		if _, err := v2.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	v2.Close(ctx)
+			('2026-11-29 12:00:06Z', 'k2', 'SendEmail', 'destructive', 'ran', 'h2', NULL, 'wf2', 'run', 3, 'sha256:ab', '', '', '')`)
 
 	s, err := Open(ctx, sd)
 	if err != nil {
@@ -117,5 +81,146 @@ func TestMigrateFromVersion2(t *testing.T) {
 	}
 	if _, err := conn.Exec(ctx, "DELETE FROM "+name+".idemgate_receipts"); err == nil || !strings.Contains(err.Error(), "append-only") {
 		t.Fatalf("DELETE of receipts after the migration: %v; want the append-only trigger to reject it", err)
+	}
+}
+
+// oldSchema makes a fresh PostgreSQL schema at version (applying migrations up to
+// it), runs stmts in it, and returns a DSN whose search_path is that schema, a
+// connection to the database, and the schema's name. The schema is dropped when
+// the test ends.
+func oldSchema(t *testing.T, version int, stmts ...string) (dsn string, conn *pgx.Conn, name string) {
+	t.Helper()
+	d := os.Getenv("IDEMGATE_POSTGRES_DSN")
+	if d == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("IDEMGATE_POSTGRES_DSN is not set (CI=true: refusing to skip)")
+		}
+		t.Skip("IDEMGATE_POSTGRES_DSN is not set: run with scripts/with-postgres.sh")
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	name = fmt.Sprintf("idemgate_v%d_%s", version, strings.ReplaceAll(uuid.NewString()[:8], "-", ""))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Exec(ctx, "DROP SCHEMA "+name+" CASCADE") })
+	u, err := url.Parse(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	dsn = u.String()
+
+	old, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close(ctx)
+	all := []string{`CREATE TABLE idemgate_schema_version (version integer NOT NULL PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`}
+	for i := range version {
+		all = append(all, migrations[i], fmt.Sprintf("INSERT INTO idemgate_schema_version (version) VALUES (%d)", i+1))
+	}
+	for _, stmt := range append(all, stmts...) {
+		if _, err := old.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	return dsn, conn, name
+}
+
+// A schema at version 3, with records and receipts in it, opens under version 4
+// with its records under the rules of version 4: what may have reached the vendor
+// says so (unknown records, claims taken over, and keys a takeover's definite
+// failure released without a person's word), a live claim is kept past its
+// window, and the new idemgate_begin applies the rules.
+func TestMigrateFromVersion3(t *testing.T) {
+	ctx := context.Background()
+	// Times are hours after t0: 25h is t0 + 25 hours.
+	t0 := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	hours := regexp.MustCompile(`\b(\d+)h\b`)
+	at := func(q string) string {
+		return hours.ReplaceAllString(q, `(timestamptz '2026-11-29 00:00:00Z' + interval '$1 hours')`)
+	}
+	sd, _, _ := oldSchema(t, 3,
+		// Receipts: k-takeover-released was claimed at 1h, taken over at 2h, released;
+		// k-resolved likewise but a person resolved it not-sent at 4h; k-reclaimed
+		// was taken over at 2h and re-claimed after a person's release at 5h.
+		at(`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
+			attempt, result_ref, error, actor, reason, resolution) VALUES
+			(1h, 'k-takeover-released', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
+			(2h, 'k-takeover-released', 'ChargeCard', 'destructive', 'taken-over', 'h', NULL, 'wf', 'run', 2, '', '', '', '', ''),
+			(3h, 'k-takeover-released', 'ChargeCard', 'destructive', 'released', 'h', NULL, 'wf', 'run', 2, '', '', '', '', ''),
+			(1h, 'k-resolved', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
+			(2h, 'k-resolved', 'ChargeCard', 'destructive', 'taken-over', 'h', NULL, 'wf', 'run', 2, '', '', '', '', ''),
+			(4h, 'k-resolved', 'ChargeCard', 'destructive', 'resolved', 'h', NULL, 'wf', 'run', 2, '', '', 'alice', 'r', 'not-sent'),
+			(1h, 'k-reclaimed', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
+			(2h, 'k-reclaimed', 'ChargeCard', 'destructive', 'taken-over', 'h', NULL, 'wf', 'run', 2, '', '', '', '', ''),
+			(5h, 'k-reclaimed', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 3, '', '', '', '', ''),
+			(6h, 'k-reclaimed', 'ChargeCard', 'destructive', 'released', 'h', NULL, 'wf', 'run', 3, '', '', '', '', '')`),
+		// Records: state, lease, claims, created_at, updated_at, expires_at (in hours).
+		at(`INSERT INTO idemgate_records (key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
+			workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at) VALUES
+			('k-unknown', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'unknown', 'o1', 1h, NULL, false, 'wf', 'run', 1, 1, 1h, 1h, 25h),
+			('k-fresh', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'claimed', 'o2', 48h, NULL, false, 'wf', 'run', 1, 1, 1h, 1h, 25h),
+			('k-taken', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'claimed', 'o3', 3h, NULL, false, 'wf', 'run', 2, 2, 1h, 2h, 25h),
+			('k-takeover-released', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'released', 'o4', 3h, NULL, false, 'wf', 'run', 2, 2, 1h, 3h, 25h),
+			('k-resolved', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'released', 'o5', 3h, NULL, false, 'wf', 'run', 2, 2, 1h, 4h, 25h),
+			('k-reclaimed', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'released', 'o6', 6h, NULL, false, 'wf', 'run', 3, 3, 5h, 6h, 29h),
+			('k-completed', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'completed', 'o7', 1h, '\x7b7d', false, 'wf', 'run', 1, 1, 1h, 1h, 25h)`))
+
+	s, err := Open(ctx, sd)
+	if err != nil {
+		t.Fatalf("open a version 3 schema: %v", err)
+	}
+	defer s.Close()
+	for _, w := range []struct {
+		key     string
+		state   store.State
+		may     bool
+		expires time.Time
+	}{
+		{"k-unknown", store.StateUnknown, true, h(25)},
+		{"k-fresh", store.StateClaimed, false, h(48).Add(store.LeaseMargin)},
+		{"k-taken", store.StateClaimed, true, h(25)},
+		{"k-takeover-released", store.StateUnknown, true, h(25)},
+		{"k-resolved", store.StateReleased, false, h(25)},
+		{"k-reclaimed", store.StateReleased, false, h(29)},
+		{"k-completed", store.StateCompleted, false, h(25)},
+	} {
+		r, err := s.Get(ctx, w.key)
+		if err != nil || r.State != w.state || r.MayHaveSent != w.may || !r.ExpiresAt.Equal(w.expires) || string(r.Args) != "[1]" {
+			t.Errorf("%s after the migration = state %q MayHaveSent %v ExpiresAt %v args %q (%v); want %q %v %v",
+				w.key, r.State, r.MayHaveSent, r.ExpiresAt, r.Args, err, w.state, w.may, w.expires)
+		}
+	}
+	if r, err := s.Get(ctx, "k-completed"); err != nil || string(r.Result) != "{}" || r.Claims != 1 || !r.CreatedAt.Equal(h(1)) {
+		t.Fatalf("k-completed after the migration = %+v, %v", r, err)
+	}
+	// The live claim outlives its window; the takeover's definite failure now refuses.
+	c := store.Claim{Key: "k-fresh", ArgsHash: "h", Owner: "o9", Now: h(30), Lease: h(31), Window: time.Hour, TakeOver: true}
+	if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeInFlight {
+		t.Fatalf("Begin(k-fresh) past its window, lease running = %s, %v; want in-flight", o, err)
+	}
+	c.Key, c.TakeOver, c.Now = "k-takeover-released", false, h(5)
+	if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeUnknown {
+		t.Fatalf("Begin(k-takeover-released) = %s, %v; want unknown", o, err)
+	}
+	if err := s.Release(ctx, store.Transition{Key: "k-taken", Owner: "o3", Now: h(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(ctx, "k-taken"); err != nil || r.State != store.StateUnknown {
+		t.Fatalf("release of a migrated takeover = %q, %v; want unknown", r.State, err)
+	}
+	// The takeover by the new idemgate_begin marks the record and keeps it while it may run.
+	c = store.Claim{Key: "k-unknown", ArgsHash: "h", Owner: "o10", Now: h(24), Lease: h(72), Window: time.Hour, TakeOver: true}
+	if o, r, err := s.Begin(ctx, c); err != nil || o != store.OutcomeTakenOver || !r.MayHaveSent || !r.ExpiresAt.Equal(h(72).Add(store.LeaseMargin)) || !r.CreatedAt.Equal(h(1)) {
+		t.Fatalf("Begin(k-unknown, take over) = %s %+v, %v", o, r, err)
 	}
 }

@@ -103,15 +103,15 @@ func (s *Store) Close() error {
 }
 
 const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
-	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at`
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent`
 
 // beginSQL is one round trip: idemgate_begin applies store.Decide and appends the
 // claim receipt in the statement's own transaction.
 const beginSQL = `SELECT b.o_outcome, (b.o_rec).key, (b.o_rec).activity, (b.o_rec).effect, (b.o_rec).args_hash,
 	(b.o_rec).args, (b.o_rec).state, (b.o_rec).owner, (b.o_rec).lease, (b.o_rec).result, (b.o_rec).result_omitted,
 	(b.o_rec).workflow_id, (b.o_rec).run_id, (b.o_rec).attempt, (b.o_rec).claims, (b.o_rec).created_at,
-	(b.o_rec).updated_at, (b.o_rec).expires_at
-	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) b`
+	(b.o_rec).updated_at, (b.o_rec).expires_at, (b.o_rec).may_have_sent
+	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) b`
 
 // syncedCommit, joined to a statement's FROM list, makes the commit of the
 // statement's own transaction wait for the WAL flush (synchronous_commit=on for
@@ -125,7 +125,7 @@ const syncedCommit = `, set_config('synchronous_commit', 'on', true) synced`
 func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
 	var outcome string
 	row := s.pool.QueryRow(ctx, beginSQL+syncedCommit, c.Key, c.Activity, c.Effect, c.ArgsHash, c.Args, c.Owner,
-		micro(c.Lease), micro(c.Now.Add(c.Window)), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now))
+		micro(c.Lease), micro(c.Expires()), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now), store.LeaseMargin)
 	rec, err := scanRecord(row, &outcome)
 	if err != nil {
 		return "", store.Record{}, s.fail("begin", err)
@@ -142,22 +142,32 @@ const (
 	UPDATE idemgate_records SET state = 'completed', updated_at = $3, result = $4, result_omitted = $5, expires_at = $6
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
 	` + receiptInsert + ` SELECT $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21 FROM u`
-	moveSQL = `WITH u AS (
-	UPDATE idemgate_records SET state = $3, updated_at = $4
+	// A Release of a record that may have reached the vendor leaves it unknown
+	// (store.ReleasedState); an Abandon marks it.
+	releaseSQL = `WITH u AS (
+	UPDATE idemgate_records SET state = CASE WHEN may_have_sent THEN 'unknown' ELSE 'released' END, updated_at = $3
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 FROM u`
-	// store.ApplyResolve in SQL: a blocking record of this owner (unknown, or
-	// claimed with its lease passed at $4).
-	resolveWhere       = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease <= $4))`
+	` + receiptInsert + ` SELECT $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM u`
+	abandonSQL = `WITH u AS (
+	UPDATE idemgate_records SET state = 'unknown', may_have_sent = true, updated_at = $3
+	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
+	` + receiptInsert + ` SELECT $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM u`
+	// store.ApplyResolve in SQL: a store.Resolvable record of this owner (unknown,
+	// or claimed with its lease plus the margin $5 passed at $4). Only the release
+	// clears may_have_sent.
+	resolveWhere       = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease + $5::interval <= $4))`
 	resolveCompleteSQL = `WITH u AS (
-	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $5, result_omitted = $6, expires_at = $7
+	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $6, result_omitted = $7, expires_at = $8
 	` + resolveWhere + ` RETURNING 1)
-	` + receiptInsert + ` SELECT $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 FROM u`
+	` + receiptInsert + ` SELECT $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23 FROM u`
 	resolveReleaseSQL = `WITH u AS (
-	UPDATE idemgate_records SET state = $3, updated_at = $4
+	UPDATE idemgate_records SET state = $3, updated_at = $4, may_have_sent = false
 	` + resolveWhere + ` RETURNING 1)
-	` + receiptInsert + ` SELECT $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 FROM u`
+	` + receiptInsert + ` SELECT $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM u`
 )
+
+// notExpired is store.Expired negated, in SQL, at $1 with the margin $2.
+const notExpired = `(expires_at > $1 OR (state = 'claimed' AND $1 < lease + $2::interval))`
 
 // Complete stores the owner's result.
 func (s *Store) Complete(ctx context.Context, t store.Transition) error {
@@ -167,12 +177,12 @@ func (s *Store) Complete(ctx context.Context, t store.Transition) error {
 
 // Release records a definite failure.
 func (s *Store) Release(ctx context.Context, t store.Transition) error {
-	return s.transition(ctx, "release", moveSQL, []any{t.Key, t.Owner, string(store.StateReleased), micro(t.Now)}, t)
+	return s.transition(ctx, "release", releaseSQL, []any{t.Key, t.Owner, micro(t.Now)}, t)
 }
 
 // Abandon records an unknown outcome.
 func (s *Store) Abandon(ctx context.Context, t store.Transition) error {
-	return s.transition(ctx, "abandon", moveSQL, []any{t.Key, t.Owner, string(store.StateUnknown), micro(t.Now)}, t)
+	return s.transition(ctx, "abandon", abandonSQL, []any{t.Key, t.Owner, micro(t.Now)}, t)
 }
 
 func (s *Store) transition(ctx context.Context, op, sql string, args []any, t store.Transition) error {
@@ -196,7 +206,7 @@ func receiptArgs(r store.Receipt) []any {
 func (s *Store) Resolve(ctx context.Context, t store.Transition, to store.State) error {
 	var (
 		sql  string
-		args = []any{t.Key, t.Owner, string(to), micro(t.Now)}
+		args = []any{t.Key, t.Owner, string(to), micro(t.Now), store.LeaseMargin}
 	)
 	switch to {
 	case store.StateCompleted:
@@ -224,12 +234,13 @@ func (s *Store) Resolve(ctx context.Context, t store.Transition, to store.State)
 
 // Pending lists the blocking records (store.Blocking), oldest first.
 func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
+	// store.Blocking: store.Resolvable and not store.Expired.
 	q := `SELECT ` + recordColumns + ` FROM idemgate_records
-		WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease <= $1) AND expires_at > $1
+		WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease + $2::interval <= $1) AND ` + notExpired + `
 		ORDER BY created_at, key`
-	args := []any{micro(now)}
+	args := []any{micro(now), store.LeaseMargin}
 	if limit > 0 {
-		q += " LIMIT $2"
+		q += " LIMIT $3"
 		args = append(args, limit)
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
@@ -400,7 +411,7 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 	return out, nil
 }
 
-// Sweep removes at most limit expired records (limit <= 0: all of them), at most
+// Sweep removes at most limit expired records (store.Expired; limit <= 0: all of them), at most
 // 1000 per statement. Rows a Begin holds are skipped, never waited for, so a sweep
 // does not block new claims. Receipts are kept.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
@@ -411,8 +422,9 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 			batch = min(batch, limit-total)
 		}
 		tag, err := s.pool.Exec(ctx, `WITH doomed AS (
-			SELECT key FROM idemgate_records WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-			DELETE FROM idemgate_records r USING doomed WHERE r.key = doomed.key`, micro(now), batch)
+			SELECT key FROM idemgate_records WHERE expires_at <= $1 AND NOT `+notExpired+`
+			ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+			DELETE FROM idemgate_records r USING doomed WHERE r.key = doomed.key`, micro(now), store.LeaseMargin, batch)
 		if err != nil {
 			return total, s.fail("sweep", err)
 		}
@@ -432,7 +444,8 @@ func scanRecord(row pgx.Row, outcome *string) (store.Record, error) {
 		state string
 	)
 	dest := []any{&r.Key, &r.Activity, &r.Effect, &r.ArgsHash, &r.Args, &state, &r.Owner, &r.Lease, &r.Result,
-		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt}
+		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt,
+		&r.MayHaveSent}
 	if outcome != nil {
 		dest = append([]any{outcome}, dest...)
 	}

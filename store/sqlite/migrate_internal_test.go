@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +104,11 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if got, err := s.Get(ctx, "k3"); err != nil || !got.ResultOmitted || got.Args != nil || got.State != store.StateClaimed {
 		t.Fatalf("Get(k3) after the migration = %+v, %v", got, err)
 	}
-	if n, err := s.Sweep(ctx, fromMicro(100), 0); err != nil || n != 1 {
+	// k3's claim is kept until its lease plus store.LeaseMargin (version 4).
+	if n, err := s.Sweep(ctx, fromMicro(7).Add(store.LeaseMargin-time.Microsecond), 0); err != nil || n != 0 {
+		t.Fatalf("Sweep inside k3's lease margin = %d, %v; want nothing removed", n, err)
+	}
+	if n, err := s.Sweep(ctx, fromMicro(7).Add(store.LeaseMargin), 0); err != nil || n != 1 {
 		t.Fatalf("Sweep after the migration = %d, %v; want the expired k3 removed", n, err)
 	}
 	if o, _, err := s.Begin(ctx, store.Claim{Key: "k2", ArgsHash: "h2", Owner: "o9", Now: fromMicro(10), Lease: fromMicro(20), Window: time.Hour}); err != nil || o != store.OutcomeCompleted {
@@ -150,6 +156,99 @@ func TestMigrateFromVersion2(t *testing.T) {
 	}
 	if _, err := db.Exec("DELETE FROM idemgate_receipts"); err == nil || !strings.Contains(err.Error(), "append-only") {
 		t.Fatalf("DELETE of receipts after the migration: %v; want the append-only trigger to abort it", err)
+	}
+}
+
+// A file written by schema version 3 opens under version 4 with its records under
+// the rules of version 4: what may have reached the vendor says so (unknown
+// records, claims taken over, and keys a takeover's definite failure released
+// without a person's word), and a live claim is kept past its window.
+func TestMigrateFromVersion3(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v3.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hour = int64(time.Hour / time.Microsecond)
+	// Times are in hours: 25h is 25 hours in Unix microseconds.
+	hours := regexp.MustCompile(`\b(\d+)h\b`)
+	for _, q := range []string{migrations[0], migrations[1], migrations[2], "PRAGMA user_version = 3",
+		// Receipts: k-takeover-released was claimed at 1h, taken over at 2h, released;
+		// k-resolved likewise but a person resolved it not-sent at 4h; k-reclaimed
+		// was taken over at 2h and re-claimed after a person's release at 5h.
+		`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
+			attempt, result_ref, error, actor, reason, resolution) VALUES
+			(1h, 'k-takeover-released', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
+			(2h, 'k-takeover-released', 'ChargeCard', 'destructive', 'taken-over', 'h', NULL, 'wf', 'run', 2, '', '', '', '', ''),
+			(3h, 'k-takeover-released', 'ChargeCard', 'destructive', 'released', 'h', NULL, 'wf', 'run', 2, '', '', '', '', ''),
+			(1h, 'k-resolved', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
+			(2h, 'k-resolved', 'ChargeCard', 'destructive', 'taken-over', 'h', NULL, 'wf', 'run', 2, '', '', '', '', ''),
+			(4h, 'k-resolved', 'ChargeCard', 'destructive', 'resolved', 'h', NULL, 'wf', 'run', 2, '', '', 'alice', 'r', 'not-sent'),
+			(1h, 'k-reclaimed', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
+			(2h, 'k-reclaimed', 'ChargeCard', 'destructive', 'taken-over', 'h', NULL, 'wf', 'run', 2, '', '', '', '', ''),
+			(5h, 'k-reclaimed', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 3, '', '', '', '', ''),
+			(6h, 'k-reclaimed', 'ChargeCard', 'destructive', 'released', 'h', NULL, 'wf', 'run', 3, '', '', '', '', '')`,
+		// Records: state, lease, claims, created_at, updated_at, expires_at (in hours).
+		`INSERT INTO idemgate_records (` + v3RecordColumns + `) VALUES
+			('k-unknown', 'ChargeCard', 'destructive', 'h', '[1]', 'unknown', 'o1', 1h, NULL, 0, 'wf', 'run', 1, 1, 1h, 1h, 25h),
+			('k-fresh', 'ChargeCard', 'destructive', 'h', '[1]', 'claimed', 'o2', 48h, NULL, 0, 'wf', 'run', 1, 1, 1h, 1h, 25h),
+			('k-taken', 'ChargeCard', 'destructive', 'h', '[1]', 'claimed', 'o3', 3h, NULL, 0, 'wf', 'run', 2, 2, 1h, 2h, 25h),
+			('k-takeover-released', 'ChargeCard', 'destructive', 'h', '[1]', 'released', 'o4', 3h, NULL, 0, 'wf', 'run', 2, 2, 1h, 3h, 25h),
+			('k-resolved', 'ChargeCard', 'destructive', 'h', '[1]', 'released', 'o5', 3h, NULL, 0, 'wf', 'run', 2, 2, 1h, 4h, 25h),
+			('k-reclaimed', 'ChargeCard', 'destructive', 'h', '[1]', 'released', 'o6', 6h, NULL, 0, 'wf', 'run', 3, 3, 5h, 6h, 29h),
+			('k-completed', 'ChargeCard', 'destructive', 'h', '[1]', 'completed', 'o7', 1h, X'7b7d', 0, 'wf', 'run', 1, 1, 1h, 1h, 25h)`,
+	} {
+		q = hours.ReplaceAllString(q, fmt.Sprintf("($1*%d)", hour))
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open a version 3 file: %v", err)
+	}
+	defer s.Close()
+	h := func(n int64) time.Time { return fromMicro(n * hour) }
+	for _, w := range []struct {
+		key     string
+		state   store.State
+		may     bool
+		expires time.Time
+	}{
+		{"k-unknown", store.StateUnknown, true, h(25)},
+		{"k-fresh", store.StateClaimed, false, h(48).Add(store.LeaseMargin)},
+		{"k-taken", store.StateClaimed, true, h(25)},
+		{"k-takeover-released", store.StateUnknown, true, h(25)},
+		{"k-resolved", store.StateReleased, false, h(25)},
+		{"k-reclaimed", store.StateReleased, false, h(29)},
+		{"k-completed", store.StateCompleted, false, h(25)},
+	} {
+		r, err := s.Get(ctx, w.key)
+		if err != nil || r.State != w.state || r.MayHaveSent != w.may || !r.ExpiresAt.Equal(w.expires) || r.Args == nil {
+			t.Errorf("%s after the migration = state %q MayHaveSent %v ExpiresAt %v (%v); want %q %v %v",
+				w.key, r.State, r.MayHaveSent, r.ExpiresAt, err, w.state, w.may, w.expires)
+		}
+	}
+	if r, err := s.Get(ctx, "k-completed"); err != nil || string(r.Result) != "{}" || r.Claims != 1 || !r.CreatedAt.Equal(h(1)) {
+		t.Fatalf("k-completed after the migration = %+v, %v", r, err)
+	}
+	// The live claim outlives its window; the takeover's definite failure now refuses.
+	c := store.Claim{Key: "k-fresh", ArgsHash: "h", Owner: "o9", Now: h(30), Lease: h(31), Window: time.Hour, TakeOver: true}
+	if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeInFlight {
+		t.Fatalf("Begin(k-fresh) past its window, lease running = %s, %v; want in-flight", o, err)
+	}
+	c.Key, c.TakeOver, c.Now = "k-takeover-released", false, h(5)
+	if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeUnknown {
+		t.Fatalf("Begin(k-takeover-released) = %s, %v; want unknown", o, err)
+	}
+	if err := s.Release(ctx, store.Transition{Key: "k-taken", Owner: "o3", Now: h(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(ctx, "k-taken"); err != nil || r.State != store.StateUnknown {
+		t.Fatalf("release of a migrated takeover = %q, %v; want unknown", r.State, err)
 	}
 }
 

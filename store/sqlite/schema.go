@@ -100,18 +100,38 @@ var migrations = []string{
 		updated_at     INTEGER NOT NULL,
 		expires_at     INTEGER NOT NULL
 	) WITHOUT ROWID;
-	INSERT INTO idemgate_records_v3 (` + recordColumns + `)
-		SELECT ` + recordColumns + ` FROM idemgate_records;
+	INSERT INTO idemgate_records_v3 (` + v3RecordColumns + `)
+		SELECT ` + v3RecordColumns + ` FROM idemgate_records;
 	DROP TABLE idemgate_records;
 	ALTER TABLE idemgate_records_v3 RENAME TO idemgate_records;
 	CREATE INDEX idemgate_records_expires ON idemgate_records (expires_at);
 	CREATE INDEX idemgate_records_open ON idemgate_records (created_at, key) WHERE state IN ('claimed', 'unknown');
 	DROP INDEX idemgate_receipts_activity;
 	DROP INDEX idemgate_receipts_decision;`,
+
+	// 4: may_have_sent (store.Record.MayHaveSent), and the records of version 3
+	// brought under the rules of version 4. 300000000 is store.LeaseMargin (five
+	// minutes) in microseconds.
+	`ALTER TABLE idemgate_records ADD COLUMN may_have_sent INTEGER NOT NULL DEFAULT 0;
+	-- An unknown record may have reached the vendor; so may a claim taken over (a
+	-- takeover kept created_at and moved updated_at, a claim set both to its time).
+	UPDATE idemgate_records SET may_have_sent = 1
+		WHERE state = 'unknown' OR (state = 'claimed' AND created_at <> updated_at);
+	-- A takeover's definite failure released the key although the attempt it took
+	-- over may have sent: unknown again, unless a person resolved it since.
+	UPDATE idemgate_records SET state = 'unknown', may_have_sent = 1
+		WHERE state = 'released'
+		AND EXISTS (SELECT 1 FROM idemgate_receipts r WHERE r.key = idemgate_records.key
+			AND r.decision = 'taken-over' AND r.time >= idemgate_records.created_at)
+		AND NOT EXISTS (SELECT 1 FROM idemgate_receipts r WHERE r.key = idemgate_records.key
+			AND r.decision = 'resolved' AND r.time >= idemgate_records.created_at);
+	-- A claim is kept at least until its lease plus the margin.
+	UPDATE idemgate_records SET expires_at = lease + 300000000
+		WHERE state = 'claimed' AND expires_at < lease + 300000000;`,
 }
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 func migrate(ctx context.Context, w *sql.DB) error {
 	// The write pool begins IMMEDIATE: concurrent openers in other processes wait
@@ -142,6 +162,10 @@ func migrate(ctx context.Context, w *sql.DB) error {
 }
 
 const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent`
+
+// v3RecordColumns are the record columns of schema version 3, which its migration copies.
+const v3RecordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
 	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at`
 
 const selectRecord = `SELECT ` + recordColumns + ` FROM idemgate_records WHERE key = ?`
@@ -150,13 +174,13 @@ const selectRecord = `SELECT ` + recordColumns + ` FROM idemgate_records WHERE k
 // released or taken over, as store.Decide decided under the write lock) is
 // replaced in place.
 const upsertRecord = `INSERT INTO idemgate_records (` + recordColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (key) DO UPDATE SET activity = excluded.activity, effect = excluded.effect,
 	args_hash = excluded.args_hash, args = excluded.args, state = excluded.state, owner = excluded.owner,
 	lease = excluded.lease, result = excluded.result, result_omitted = excluded.result_omitted,
 	workflow_id = excluded.workflow_id, run_id = excluded.run_id, attempt = excluded.attempt,
 	claims = excluded.claims, created_at = excluded.created_at, updated_at = excluded.updated_at,
-	expires_at = excluded.expires_at`
+	expires_at = excluded.expires_at, may_have_sent = excluded.may_have_sent`
 
 const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
 	result_ref, error, actor, reason, resolution`
@@ -168,18 +192,33 @@ const insertReceipt = `INSERT INTO idemgate_receipts (time, key, activity, effec
 // insertNew is the claim of a key with no record, the common case: Begin tries it
 // first and reads the record only when the key is taken.
 const insertNew = `INSERT INTO idemgate_records (` + recordColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (key) DO NOTHING`
 
-// completeRecord and moveRecord are store.Apply in SQL: they change only a
-// claimed record of this owner (Complete; Release and Abandon).
+// completeRecord, releaseRecord and abandonRecord are store.Apply in SQL: they
+// change only a claimed record of this owner. A Release of a record that may have
+// reached the vendor leaves it unknown (store.ReleasedState); an Abandon marks it.
 const (
 	completeRecord = `UPDATE idemgate_records SET state = 'completed', updated_at = ?, result = ?, result_omitted = ?,
 	expires_at = ? WHERE key = ? AND owner = ? AND state = 'claimed'`
-	moveRecord = `UPDATE idemgate_records SET state = ?, updated_at = ? WHERE key = ? AND owner = ? AND state = 'claimed'`
+	releaseRecord = `UPDATE idemgate_records SET state = CASE WHEN may_have_sent THEN 'unknown' ELSE 'released' END,
+	updated_at = ? WHERE key = ? AND owner = ? AND state = 'claimed'`
+	abandonRecord = `UPDATE idemgate_records SET state = 'unknown', may_have_sent = 1, updated_at = ?
+	WHERE key = ? AND owner = ? AND state = 'claimed'`
 )
 
-// selectPending is store.Blocking in SQL.
+// notExpired is store.Expired negated, in SQL; its first parameter is now and its
+// second now-LeaseMargin.
+const notExpired = `(expires_at > ? OR (state = 'claimed' AND lease > ?))`
+
+// selectPending is store.Blocking in SQL: store.Resolvable (unknown, or claimed
+// with lease+LeaseMargin at or before now: lease <= now-LeaseMargin) and not
+// expired. Parameters: now-LeaseMargin, now, now-LeaseMargin.
 const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
-	WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease <= ?) AND expires_at > ?
+	WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease <= ?) AND ` + notExpired + `
 	ORDER BY created_at, key`
+
+// sweepRecords deletes at most a batch of store.Expired records. Parameters: now,
+// now, now-LeaseMargin, batch.
+const sweepRecords = `DELETE FROM idemgate_records WHERE key IN
+	(SELECT key FROM idemgate_records WHERE expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -75,7 +76,7 @@ type Store struct {
 	flushes    int64 // syncs by the flusher that succeeded
 	syncFailed bool  // a sync failed: every later commit is synced
 
-	getW, upsert, insertNew, complete, move, insertReceipt *sql.Stmt
+	getW, upsert, insertNew, complete, release, abandon, insertReceipt *sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -114,6 +115,14 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	dir := filepath.Dir(abs)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("idemgate/sqlite: open %s: directory %s does not exist (%v); create it or pick another store path", abs, dir, err)
+	}
+	// The file holds every write's arguments and results: create it owner-only
+	// before SQLite opens it. SQLite gives the -wal and -shm files the main file's
+	// mode. An existing file keeps its mode.
+	if f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("idemgate/sqlite: create %s: %w; pick a writable store path", abs, err)
 	}
 
 	q := url.Values{}
@@ -171,7 +180,7 @@ func (s *Store) init(ctx context.Context) error {
 	for _, p := range []struct {
 		st **sql.Stmt
 		q  string
-	}{{&s.upsert, upsertRecord}, {&s.insertNew, insertNew}, {&s.complete, completeRecord}, {&s.move, moveRecord},
+	}{{&s.upsert, upsertRecord}, {&s.insertNew, insertNew}, {&s.complete, completeRecord}, {&s.release, releaseRecord}, {&s.abandon, abandonRecord},
 		{&s.insertReceipt, insertReceipt}} {
 		if *p.st, err = s.w.PrepareContext(ctx, p.q); err != nil {
 			return s.fail("open", err)
@@ -199,7 +208,7 @@ func (s *Store) Close() error {
 	close(s.stop)
 	<-s.flushed
 	errs := []error{s.flush()}
-	for _, st := range []*sql.Stmt{s.getW, s.upsert, s.insertNew, s.complete, s.move, s.insertReceipt} {
+	for _, st := range []*sql.Stmt{s.getW, s.upsert, s.insertNew, s.complete, s.release, s.abandon, s.insertReceipt} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -278,11 +287,14 @@ func (s *Store) transition(ctx context.Context, op string, to store.State, t sto
 			res sql.Result
 			err error
 		)
-		if to == store.StateCompleted {
+		switch to {
+		case store.StateCompleted:
 			res, err = tx.StmtContext(ctx, s.complete).ExecContext(ctx, t.Now.UnixMicro(), t.Result, t.ResultOmitted,
 				t.Now.Add(t.Window).UnixMicro(), t.Key, t.Owner)
-		} else {
-			res, err = tx.StmtContext(ctx, s.move).ExecContext(ctx, string(to), t.Now.UnixMicro(), t.Key, t.Owner)
+		case store.StateReleased:
+			res, err = tx.StmtContext(ctx, s.release).ExecContext(ctx, t.Now.UnixMicro(), t.Key, t.Owner)
+		default:
+			res, err = tx.StmtContext(ctx, s.abandon).ExecContext(ctx, t.Now.UnixMicro(), t.Key, t.Owner)
 		}
 		if err != nil {
 			return err
@@ -373,7 +385,7 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 	return out, nil
 }
 
-// Sweep removes at most limit expired records (limit <= 0: all of them), in
+// Sweep removes at most limit expired records (store.Expired; limit <= 0: all of them), in
 // transactions of at most 1000 rows so that claims from this and other processes
 // wait for no more than one short batch. Receipts are kept.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
@@ -385,8 +397,8 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 		}
 		var n int64
 		err := s.write(ctx, "sweep", false, func(ctx context.Context, tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `DELETE FROM idemgate_records WHERE key IN
-				(SELECT key FROM idemgate_records WHERE expires_at <= ? LIMIT ?)`, now.UnixMicro(), batch)
+			res, err := tx.ExecContext(ctx, sweepRecords, now.UnixMicro(), now.UnixMicro(),
+				now.Add(-store.LeaseMargin).UnixMicro(), batch)
 			if err != nil {
 				return err
 			}
@@ -413,7 +425,7 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, r store.Record) error {
 func recordArgs(r store.Record) []any {
 	return []any{r.Key, r.Activity, r.Effect, r.ArgsHash, r.Args, string(r.State), r.Owner, r.Lease.UnixMicro(),
 		r.Result, r.ResultOmitted, r.WorkflowID, r.RunID, r.Attempt, r.Claims, r.CreatedAt.UnixMicro(),
-		r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro()}
+		r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro(), r.MayHaveSent}
 }
 
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error {
@@ -425,7 +437,8 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error
 
 // Pending lists the blocking records (store.Blocking), oldest first.
 func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
-	q, args := selectPending, []any{now.UnixMicro(), now.UnixMicro()}
+	cut := now.Add(-store.LeaseMargin).UnixMicro()
+	q, args := selectPending, []any{cut, now.UnixMicro(), cut}
 	if limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, limit)
@@ -540,7 +553,7 @@ func scanRecord(row interface{ Scan(...any) error }) (store.Record, bool, error)
 		lease, created, updated, expires int64
 	)
 	err := row.Scan(&r.Key, &r.Activity, &r.Effect, &r.ArgsHash, &r.Args, &state, &r.Owner, &lease, &r.Result,
-		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &created, &updated, &expires)
+		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &created, &updated, &expires, &r.MayHaveSent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Record{}, false, nil
 	}

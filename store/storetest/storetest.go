@@ -25,6 +25,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/claimmodel"
 )
 
 // Run runs every conformance test against stores made by newStore. newStore is
@@ -54,6 +55,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ResolveIsOwnerChecked", testResolveRefused},
 		{"PauseAndResume", testPauses},
 		{"StepsStoreWhatDecideAndApplySay", testStepsMatchRules},
+		{"ModelSequences", testModelSequences},
+		{"LiveClaimOutlivesItsWindow", testLiveClaimOutlivesWindow},
+		{"TakeoverKeepsTheRecordPastItsLease", testTakeoverKeepsRecord},
+		{"MayHaveSentIsMonotone", testMayHaveSentMonotone},
+		{"MayHaveSentAfterLeasePassed", testMayHaveSentAfterLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -615,18 +621,32 @@ func testResolveSent(t *testing.T, s store.Store, k *keys) {
 
 func testResolveNotSent(t *testing.T, s store.Store, k *keys) {
 	ctx := context.Background()
+	base := farBase()
 	key := k.key("not-sent")
-	c := claim(key, "a", "h1", t0)
-	c.Lease = t0.Add(10 * time.Second)
+	c := claim(key, "a", "h1", base)
+	c.Lease = base.Add(10 * time.Second)
 	begin(t, s, c, store.OutcomeClaimed)
-	// The owner never came back: its lease passed while it held the claim.
-	if err := s.Resolve(ctx, resolveTr(key, "a", t0.Add(11*time.Second), store.ResolvedNotSent), store.StateReleased); err != nil {
-		t.Fatalf("Resolve(not sent) after the lease: %v", err)
+	// The owner never came back: its lease passed while it held the claim. Until
+	// LeaseMargin after the lease a worker whose clock runs behind may still be
+	// sending: the claim neither blocks nor may be resolved.
+	open := c.Lease.Add(store.LeaseMargin)
+	early := open.Add(-time.Microsecond)
+	if rs, err := s.Pending(ctx, early, 0); err != nil || len(ours(k, rs)) != 0 {
+		t.Fatalf("Pending one microsecond before lease+LeaseMargin = %v, %v; want nothing", ours(k, rs), err)
+	}
+	if err := s.Resolve(ctx, resolveTr(key, "a", early, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("Resolve(not sent) one microsecond before lease+LeaseMargin = %v, want ErrNotOwner", err)
+	}
+	if rs, err := s.Pending(ctx, open, 0); err != nil || fmt.Sprint(ours(k, rs)) != "[not-sent]" {
+		t.Fatalf("Pending at lease+LeaseMargin = %v, %v; want the claim", ours(k, rs), err)
+	}
+	if err := s.Resolve(ctx, resolveTr(key, "a", open, store.ResolvedNotSent), store.StateReleased); err != nil {
+		t.Fatalf("Resolve(not sent) at lease+LeaseMargin: %v", err)
 	}
 	if r := get(t, s, key); r.State != store.StateReleased {
 		t.Fatalf("state after Resolve(not sent) = %q", r.State)
 	}
-	begin(t, s, claim(key, "b", "h1", t0.Add(12*time.Second)), store.OutcomeClaimed)
+	begin(t, s, claim(key, "b", "h1", open.Add(time.Second)), store.OutcomeClaimed)
 	rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key})
 	if err != nil {
 		t.Fatal(err)
@@ -795,6 +815,7 @@ func testStepsMatchRules(t *testing.T, s store.Store, k *keys) {
 		{store.StateReleased, s.Release, store.DecisionReleased, false},
 		{store.StateUnknown, s.Abandon, store.DecisionUnknown, false},
 		{store.StateCompleted, s.Complete, store.DecisionRan, true},
+		{store.StateReleased, s.Release, store.DecisionReleased, true},
 	} {
 		key := k.key(fmt.Sprintf("rules-%s-%v", tc.to, tc.take))
 		owner := "a"
@@ -841,4 +862,269 @@ func sameRecord(a, b store.Record) bool {
 		return r
 	}
 	return reflect.DeepEqual(norm(a), norm(b))
+}
+
+// A claim whose lease outlives the window (StartToCloseTimeout 48h, window 24h) is
+// neither re-claimed nor swept while it may run, and its attempt can still store
+// its result.
+func testLiveClaimOutlivesWindow(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("long-lease")
+	c := claim(key, "a", "h1", t0)
+	c.Lease = t0.Add(48 * time.Hour)
+	rec := begin(t, s, c, store.OutcomeClaimed)
+	if want := c.Lease.Add(store.LeaseMargin); !rec.ExpiresAt.Equal(want) {
+		t.Fatalf("ExpiresAt = %v, want lease+LeaseMargin %v", rec.ExpiresAt, want)
+	}
+	later := t0.Add(window + time.Hour)
+	for _, take := range []bool{false, true} {
+		c2 := claim(key, "b", "h1", later)
+		c2.TakeOver = take
+		begin(t, s, c2, store.OutcomeInFlight)
+	}
+	begin(t, s, claim(key, "b", "h2", later), store.OutcomeConflict)
+	if _, err := s.Sweep(ctx, later, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, s, key); r.Owner != "a" || r.State != store.StateClaimed {
+		t.Fatalf("live claim after Sweep = owner %q state %q", r.Owner, r.State)
+	}
+	if rs, err := s.Pending(ctx, later, 0); err != nil || len(ours(k, rs)) != 0 {
+		t.Fatalf("Pending lists a live claim: %v, %v", ours(k, rs), err)
+	}
+	done := tr(key, "a", t0.Add(47*time.Hour), store.DecisionRan)
+	done.Result = []byte("late-result")
+	if err := s.Complete(ctx, done); err != nil {
+		t.Fatalf("the first attempt cannot store its result: %v", err)
+	}
+	rec = begin(t, s, claim(key, "c", "h1", t0.Add(47*time.Hour+time.Minute)), store.OutcomeCompleted)
+	if string(rec.Result) != "late-result" {
+		t.Fatalf("repeat got %q, want the stored result", rec.Result)
+	}
+}
+
+// A takeover keeps the record while the new owner may run, for its window from the
+// takeover, and never shortens it.
+func testTakeoverKeepsRecord(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	abandoned := func(key string, w time.Duration) {
+		t.Helper()
+		c := claim(key, "a", "h1", t0)
+		c.Window = w
+		begin(t, s, c, store.OutcomeClaimed)
+		if err := s.Abandon(ctx, tr(key, "a", t0.Add(time.Second), store.DecisionUnknown)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := k.key("takeover-long-lease")
+	abandoned(key, time.Hour)
+	over := claim(key, "b", "h1", t0.Add(50*time.Minute))
+	over.Window, over.TakeOver, over.Lease = time.Hour, true, t0.Add(50*time.Minute+48*time.Hour)
+	rec := begin(t, s, over, store.OutcomeTakenOver)
+	if want := over.Lease.Add(store.LeaseMargin); !rec.ExpiresAt.Equal(want) || !rec.CreatedAt.Equal(t0) {
+		t.Fatalf("taken over: ExpiresAt %v CreatedAt %v, want lease+LeaseMargin %v and the first claim %v", rec.ExpiresAt, rec.CreatedAt, want, t0)
+	}
+	at := t0.Add(3 * time.Hour)
+	c := claim(key, "c", "h1", at)
+	c.TakeOver = true
+	begin(t, s, c, store.OutcomeInFlight)
+	if _, err := s.Sweep(ctx, at, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, tr(key, "b", t0.Add(40*time.Hour), store.DecisionRan)); err != nil {
+		t.Fatalf("the taking-over attempt cannot store its result: %v", err)
+	}
+
+	// The window runs again from the takeover: the new attempt may send then.
+	key2 := k.key("takeover-window")
+	abandoned(key2, time.Hour)
+	over = claim(key2, "b", "h1", t0.Add(50*time.Minute))
+	over.Window, over.TakeOver = time.Hour, true
+	if rec := begin(t, s, over, store.OutcomeTakenOver); !rec.ExpiresAt.Equal(over.Now.Add(time.Hour)) {
+		t.Fatalf("taken over: ExpiresAt %v, want the window from the takeover %v", rec.ExpiresAt, over.Now.Add(time.Hour))
+	}
+	// Never lower than before.
+	key3 := k.key("takeover-shorter")
+	abandoned(key3, window)
+	over = claim(key3, "b", "h1", t0.Add(2*time.Second))
+	over.Window, over.TakeOver = time.Hour, true
+	if rec := begin(t, s, over, store.OutcomeTakenOver); !rec.ExpiresAt.Equal(t0.Add(window)) {
+		t.Fatalf("taken over: ExpiresAt %v, want the earlier %v kept", rec.ExpiresAt, t0.Add(window))
+	}
+}
+
+// "An earlier attempt may have reached the vendor" holds from an Abandon on, through
+// takeovers and their definite failures; the first-claimed time stays; only a
+// person's "not sent" clears it.
+func testMayHaveSentMonotone(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("may-have-sent")
+	check := func(step string, state store.State, may bool, created time.Time) {
+		t.Helper()
+		r := get(t, s, key)
+		if r.State != state || r.MayHaveSent != may || !r.CreatedAt.Equal(created) {
+			t.Fatalf("after %s: state %q MayHaveSent %v CreatedAt %v; want %q %v %v", step, r.State, r.MayHaveSent, r.CreatedAt, state, may, created)
+		}
+	}
+	rec := begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	if rec.MayHaveSent {
+		t.Fatal("a fresh claim says an earlier attempt may have sent")
+	}
+	if err := s.Release(ctx, tr(key, "a", t0.Add(time.Second), store.DecisionReleased)); err != nil {
+		t.Fatal(err)
+	}
+	check("a first attempt's release", store.StateReleased, false, t0)
+	t1 := t0.Add(2 * time.Second)
+	begin(t, s, claim(key, "b", "h1", t1), store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(key, "b", t1.Add(time.Second), store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	check("abandon", store.StateUnknown, true, t1)
+	at := t1
+	for i, owner := range []string{"c", "d"} {
+		at = at.Add(time.Minute)
+		over := claim(key, owner, "h1", at)
+		over.TakeOver = true
+		if rec := begin(t, s, over, store.OutcomeTakenOver); !rec.MayHaveSent || !rec.CreatedAt.Equal(t1) {
+			t.Fatalf("takeover %d: MayHaveSent %v CreatedAt %v, want true and %v", i+1, rec.MayHaveSent, rec.CreatedAt, t1)
+		}
+		// This attempt failed before it sent anything; the earlier one may have charged.
+		if err := s.Release(ctx, tr(key, owner, at.Add(time.Second), store.DecisionReleased)); err != nil {
+			t.Fatalf("takeover %d: Release: %v", i+1, err)
+		}
+		check(fmt.Sprintf("takeover %d's release", i+1), store.StateUnknown, true, t1)
+		begin(t, s, claim(key, "x", "h1", at.Add(2*time.Second)), store.OutcomeUnknown)
+		if rs, err := s.Pending(ctx, at.Add(2*time.Second), 0); err != nil || fmt.Sprint(ours(k, rs)) != "[may-have-sent]" {
+			t.Fatalf("takeover %d: Pending = %v, %v; want the key", i+1, ours(k, rs), err)
+		}
+	}
+	// A person saw that nothing was sent: the key is free, and its clock starts anew.
+	if err := s.Resolve(ctx, resolveTr(key, "d", at.Add(time.Hour), store.ResolvedNotSent), store.StateReleased); err != nil {
+		t.Fatal(err)
+	}
+	check("resolve not sent", store.StateReleased, false, t1)
+	t2 := at.Add(2 * time.Hour)
+	rec = begin(t, s, claim(key, "e", "h1", t2), store.OutcomeClaimed)
+	if rec.MayHaveSent || !rec.CreatedAt.Equal(t2) {
+		t.Fatalf("claim after resolve not sent: MayHaveSent %v CreatedAt %v, want false and %v", rec.MayHaveSent, rec.CreatedAt, t2)
+	}
+	if err := s.Release(ctx, tr(key, "e", t2.Add(time.Second), store.DecisionReleased)); err != nil {
+		t.Fatal(err)
+	}
+	check("the fresh claim's release", store.StateReleased, false, t2)
+}
+
+// A takeover after a lease passed (no Abandon: the worker died) counts as "may have
+// sent" too.
+func testMayHaveSentAfterLease(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("lease-passed-takeover")
+	c := claim(key, "a", "h1", t0)
+	c.Lease = t0.Add(10 * time.Second)
+	begin(t, s, c, store.OutcomeClaimed)
+	over := claim(key, "b", "h1", t0.Add(11*time.Second))
+	over.TakeOver = true
+	if rec := begin(t, s, over, store.OutcomeTakenOver); !rec.MayHaveSent {
+		t.Fatal("takeover of a claim whose lease passed: MayHaveSent false")
+	}
+	if err := s.Release(ctx, tr(key, "b", t0.Add(12*time.Second), store.DecisionReleased)); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, s, key); r.State != store.StateUnknown || !r.MayHaveSent || !r.CreatedAt.Equal(t0) {
+		t.Fatalf("after the takeover's release: state %q MayHaveSent %v CreatedAt %v", r.State, r.MayHaveSent, r.CreatedAt)
+	}
+	begin(t, s, claim(key, "c", "h1", t0.Add(13*time.Second)), store.OutcomeUnknown)
+}
+
+// modelSequences is how many random walks of store/claimmodel ModelSequences
+// replays, and their depth; the seed is fixed so every backend gets the same walks.
+const (
+	modelSequences = 2000
+	modelDepth     = 12
+	modelSeed      = 10
+)
+
+// The same event sequences the claim model explores, replayed through the backend:
+// every Begin's outcome, every transition's error and the record after every call
+// are what the rules (store.Decide, store.Apply, store.ApplyResolve, store.Expired)
+// say, and at the end Pending lists the key exactly when store.Blocking does.
+// Records are dated 2001, so a Sweep never touches the other subtests' records.
+func testModelSequences(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	seqs := claimmodel.Sequences(modelSequences, modelDepth, modelSeed, func(i int) string { return k.key(fmt.Sprintf("model-%d", i)) })
+	calls := 0
+	for i, seq := range seqs {
+		key := k.key(fmt.Sprintf("model-%d", i))
+		fail := func(j int, format string, a ...any) {
+			t.Helper()
+			var b strings.Builder
+			for n, op := range seq.Ops[:j+1] {
+				fmt.Fprintf(&b, "\n\t%d. %s", n+1, describeOp(op))
+			}
+			t.Fatalf("sequence %d (%s), call %d: %s%s", i, seq.Config, j+1, fmt.Sprintf(format, a...), b.String())
+		}
+		for j, op := range seq.Ops {
+			calls++
+			switch op.Kind {
+			case claimmodel.OpBegin:
+				got, rec, err := s.Begin(ctx, op.Claim)
+				if err != nil || got != op.Outcome {
+					fail(j, "Begin = %q, %v; the rules say %q", got, err, op.Outcome)
+				}
+				if !sameRecord(rec, op.Record) {
+					fail(j, "Begin returned %+v; the rules say %+v", rec, op.Record)
+				}
+			case claimmodel.OpComplete, claimmodel.OpRelease, claimmodel.OpAbandon, claimmodel.OpResolve:
+				var err error
+				switch op.Kind {
+				case claimmodel.OpComplete:
+					err = s.Complete(ctx, op.Transition)
+				case claimmodel.OpRelease:
+					err = s.Release(ctx, op.Transition)
+				case claimmodel.OpAbandon:
+					err = s.Abandon(ctx, op.Transition)
+				default:
+					err = s.Resolve(ctx, op.Transition, op.To)
+				}
+				if op.Err == nil && err != nil || op.Err != nil && !errors.Is(err, op.Err) {
+					fail(j, "%s = %v; the rules say %v", op.Kind, err, op.Err)
+				}
+			case claimmodel.OpSweep:
+				if _, err := s.Sweep(ctx, op.Now, 0); err != nil {
+					fail(j, "Sweep: %v", err)
+				}
+			}
+			rec, err := s.Get(ctx, key)
+			switch {
+			case !op.Found && !errors.Is(err, store.ErrNotFound):
+				fail(j, "after it Get = %+v, %v; the rules say no record", rec, err)
+			case op.Found && err != nil:
+				fail(j, "after it Get: %v; the rules say %+v", err, op.Record)
+			case op.Found && !sameRecord(rec, op.Record):
+				fail(j, "after it the record is %+v; the rules say %+v", rec, op.Record)
+			}
+		}
+		pending, err := s.Pending(ctx, seq.Now, 0)
+		if err != nil {
+			t.Fatalf("Pending: %v", err)
+		}
+		listed := slices.ContainsFunc(pending, func(r store.Record) bool { return r.Key == key })
+		if listed != seq.Pending {
+			t.Fatalf("sequence %d (%s): Pending at the end lists the key: %v; store.Blocking says %v", i, seq.Config, listed, seq.Pending)
+		}
+	}
+	t.Logf("%d model sequences, %d store calls, each checked against the rules", len(seqs), calls)
+}
+
+func describeOp(op claimmodel.Op) string {
+	switch op.Kind {
+	case claimmodel.OpBegin:
+		c := op.Claim
+		return fmt.Sprintf("Begin owner %s now %s lease %s takeover %v: %s", c.Owner, c.Now.Format(time.TimeOnly), c.Lease.Format(time.TimeOnly), c.TakeOver, op.Outcome)
+	case claimmodel.OpSweep:
+		return fmt.Sprintf("Sweep now %s", op.Now.Format(time.TimeOnly))
+	case claimmodel.OpResolve:
+		return fmt.Sprintf("Resolve to %s owner %s now %s: %v", op.To, op.Transition.Owner, op.Transition.Now.Format(time.TimeOnly), op.Err)
+	}
+	return fmt.Sprintf("%s owner %s now %s: %v", op.Kind, op.Transition.Owner, op.Transition.Now.Format(time.TimeOnly), op.Err)
 }

@@ -1,0 +1,437 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// PluginName is the name the plugin reports to Temporal (worker heartbeats list it).
+const PluginName = "idemgate"
+
+// DefaultProbeTimeout bounds the store check at worker start.
+const DefaultProbeTimeout = 10 * time.Second
+
+// probeActivity is the activity name on the probe's claim and receipts.
+const probeActivity = "idemgate.probe"
+
+// PluginOptions configures what only the plugin does; the gate itself is
+// configured by Options.
+type PluginOptions struct {
+	// StoreName names the store in the log and in the error that keeps a worker from
+	// starting, e.g. "postgres://app@db.internal/idemgate" or "sqlite idemgate.db". A
+	// password in it (URL user info, or password=…) is shown as xxxxx, and scrubbed
+	// from the store's own error text. Optional: "" names the store by its Go type.
+	StoreName string
+
+	// Strict refuses to start a worker while any registered activity is flagged for
+	// review (no known verb in its name and no Options.Effects entry). Optional: false
+	// logs the flagged names and starts.
+	Strict bool
+
+	// ProbeTimeout bounds the store check at worker start. Optional: 0 means 10 seconds.
+	ProbeTimeout time.Duration
+
+	// CloseStore makes the plugin close Options.Store (when it has a Close method)
+	// once, when the last worker it started has stopped — or failed to start. Set it
+	// when the plugin's workers are the store's only users. Optional: false leaves the
+	// store to the caller.
+	CloseStore bool
+
+	// Logger receives the census at worker start. Optional: nil means the logger of
+	// the client the plugin is installed on through client.Options.Plugins (the
+	// workers' own logger), else slog.Default().
+	Logger log.Logger
+}
+
+// Plugin is the gate as a Temporal plugin: one value that is a worker.Plugin
+// (worker.Options.Plugins, worker.WorkflowReplayerOptions.Plugins) and a
+// client.Plugin (client.Options.Plugins; a client passes it on to every worker made
+// from it). Make it with NewPlugin.
+//
+// On a worker it adds the gate's worker interceptor (the one New returns for the
+// same Options); builds the census from the activities registered on that worker
+// and logs it at start; refuses to start (Strict) while a registered activity is
+// flagged for review; checks at start, before the worker polls, that the store
+// answers a claim, an owner-checked release and a read of the pauses (the probe
+// leaves two receipts of activity "idemgate.probe" per start); and, with
+// PluginOptions.CloseStore, closes the store once after the last worker stopped.
+// On a replayer it adds the worker interceptor (replay never touches the store).
+// On a client it adds NewClientInterceptor, which keys standalone activities.
+//
+// Temporal's test environments (testsuite) do not run plugins: there, register
+// the interceptor from New in worker.Options.Interceptors.
+type Plugin struct {
+	clientPluginBase
+	workerPluginBase
+
+	gate *root
+	p    PluginOptions
+
+	mu           sync.Mutex
+	workers      map[string]*pluginWorker // by worker instance key
+	running      int                      // workers started and not yet stopped
+	clientLogger log.Logger
+	closeOnce    sync.Once
+}
+
+// The SDK requires both bases embedded; aliases give the two fields distinct names.
+type (
+	clientPluginBase = client.PluginBase
+	workerPluginBase = worker.PluginBase
+)
+
+// pluginWorker is what the plugin knows of one worker.
+type pluginWorker struct {
+	taskQueue string
+	names     []string // registered activity names, in registration order
+	dynamic   bool     // a dynamic activity is registered
+	err       error    // set in ConfigureWorker, returned at start
+	started   bool
+}
+
+var (
+	_ client.Plugin = (*Plugin)(nil)
+	_ worker.Plugin = (*Plugin)(nil)
+)
+
+// NewPlugin returns the plugin. opts are the gate's options, validated as New
+// validates them; every bad option is reported at once.
+func NewPlugin(opts Options, p PluginOptions) (*Plugin, error) {
+	var errs []error
+	if p.ProbeTimeout < 0 {
+		errs = append(errs, fmt.Errorf("PluginOptions.ProbeTimeout = %v is negative: use 0 for the default (10s)", p.ProbeTimeout))
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		if len(errs) == 1 && err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("idemgate: invalid plugin options: %w", errors.Join(errs...))
+	}
+	if p.ProbeTimeout == 0 {
+		p.ProbeTimeout = DefaultProbeTimeout
+	}
+	return &Plugin{
+		gate:    newRoot(o),
+		p:       p,
+		workers: map[string]*pluginWorker{},
+	}, nil
+}
+
+// Name returns PluginName.
+func (*Plugin) Name() string { return PluginName }
+
+// WorkerInterceptor returns the gate the plugin adds to workers: for code that
+// wires a worker without plugins (the test environments).
+func (pl *Plugin) WorkerInterceptor() sdkinterceptor.WorkerInterceptor { return pl.gate }
+
+// ConfigureClient adds NewClientInterceptor to the client unless it has one, and
+// remembers the client's logger for the census.
+func (pl *Plugin) ConfigureClient(_ context.Context, o client.PluginConfigureClientOptions) error {
+	co := o.ClientOptions
+	if co.Logger != nil {
+		pl.mu.Lock()
+		pl.clientLogger = co.Logger
+		pl.mu.Unlock()
+	}
+	for _, i := range co.Interceptors {
+		if _, ok := i.(*clientRoot); ok {
+			return nil
+		}
+	}
+	co.Interceptors = append(co.Interceptors, NewClientInterceptor())
+	return nil
+}
+
+// ConfigureWorker adds the gate to the worker's interceptors and watches its
+// activity registrations. A worker that already has an idemgate interceptor
+// (from New, or another idemgate plugin) gets no second one and refuses to start.
+func (pl *Plugin) ConfigureWorker(_ context.Context, o worker.PluginConfigureWorkerOptions) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if _, seen := pl.workers[o.WorkerInstanceKey]; seen {
+		// The same plugin in client.Options.Plugins and worker.Options.Plugins.
+		return nil
+	}
+	w := &pluginWorker{taskQueue: o.TaskQueue}
+	pl.workers[o.WorkerInstanceKey] = w
+	if hasGate(o.WorkerOptions.Interceptors) {
+		w.err = fmt.Errorf("idemgate: the worker on task queue %q already has an idemgate interceptor "+
+			"(interceptor.New in worker.Options.Interceptors, or a second idemgate plugin); the gate must run once per "+
+			"attempt, so the worker did not start. Next step: keep either the plugin or the interceptor, not both", o.TaskQueue)
+		return nil
+	}
+	o.WorkerOptions.Interceptors = append(o.WorkerOptions.Interceptors, pl.gate)
+	reg := o.WorkerRegistryOptions
+	prevActivity, prevDynamic := reg.OnRegisterActivity, reg.OnRegisterDynamicActivity
+	reg.OnRegisterActivity = func(a any, ro activity.RegisterOptions) {
+		if prevActivity != nil {
+			prevActivity(a, ro)
+		}
+		pl.mu.Lock()
+		w.names = append(w.names, registeredActivityNames(a, ro)...)
+		pl.mu.Unlock()
+	}
+	reg.OnRegisterDynamicActivity = func(a any, ro activity.DynamicRegisterOptions) {
+		if prevDynamic != nil {
+			prevDynamic(a, ro)
+		}
+		pl.mu.Lock()
+		w.dynamic = true
+		pl.mu.Unlock()
+	}
+	return nil
+}
+
+// StartWorker logs the census of the registered activities, refuses a flagged one
+// when Strict, checks the store, and only then lets the worker poll.
+func (pl *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOptions, next func(context.Context, worker.PluginStartWorkerOptions) error) error {
+	pl.mu.Lock()
+	w := pl.workers[o.WorkerInstanceKey]
+	if w == nil || w.started { // the same plugin twice (client and worker options): check once
+		pl.mu.Unlock()
+		return next(ctx, o)
+	}
+	w.started = true
+	pl.running++
+	names, dynamic, werr := append([]string(nil), w.names...), w.dynamic, w.err
+	pl.mu.Unlock()
+
+	err := werr
+	if err == nil {
+		err = pl.census(w.taskQueue, names, dynamic)
+	}
+	if err == nil {
+		err = pl.probe(ctx, o.WorkerInstanceKey)
+	}
+	if err == nil {
+		err = next(ctx, o)
+	}
+	if err != nil {
+		pl.stopped(o.WorkerInstanceKey)
+	}
+	return err
+}
+
+// StopWorker lets the worker stop (polling ends, running activities finish), then
+// closes the store when PluginOptions.CloseStore asks for it and no other worker of
+// this plugin still runs.
+func (pl *Plugin) StopWorker(ctx context.Context, o worker.PluginStopWorkerOptions, next func(context.Context, worker.PluginStopWorkerOptions)) {
+	next(ctx, o)
+	pl.stopped(o.WorkerInstanceKey)
+}
+
+// ConfigureWorkflowReplayer adds the gate to the replayer, unless it has one
+// already (then it is an error: the gate must not run twice).
+func (pl *Plugin) ConfigureWorkflowReplayer(_ context.Context, o worker.PluginConfigureWorkflowReplayerOptions) error {
+	if hasGate(o.WorkflowReplayerOptions.Interceptors) {
+		return errors.New("idemgate: the workflow replayer already has an idemgate interceptor; the gate must run once. " +
+			"Next step: keep either the plugin or the interceptor in WorkflowReplayerOptions, not both")
+	}
+	o.WorkflowReplayerOptions.Interceptors = append(o.WorkflowReplayerOptions.Interceptors, pl.gate)
+	return nil
+}
+
+func hasGate(is []sdkinterceptor.WorkerInterceptor) bool {
+	for _, i := range is {
+		if _, ok := i.(*root); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (pl *Plugin) logger() log.Logger {
+	if pl.p.Logger != nil {
+		return pl.p.Logger
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.clientLogger != nil {
+		return pl.clientLogger
+	}
+	return log.NewStructuredLogger(slog.Default())
+}
+
+// census logs what the registered activities do, and refuses a flagged one when
+// Strict.
+func (pl *Plugin) census(taskQueue string, names []string, dynamic bool) error {
+	c := pl.gate.opts.Census(names)
+	l := pl.logger()
+	kv := []any{"TaskQueue", taskQueue}
+	if len(c.Review) > 0 {
+		l.Warn("idemgate: "+c.String(), append(kv, "review", c.Review)...)
+	} else {
+		l.Info("idemgate: "+c.String(), kv...)
+	}
+	if dynamic {
+		l.Info("idemgate: a dynamic activity is registered: each call is classified by its activity type when it runs "+
+			"(an unknown verb is destructive); list the types it serves in Options.Effects", kv...)
+	}
+	if pl.p.Strict && len(c.Review) > 0 {
+		return fmt.Errorf("idemgate: strict: the worker on task queue %q did not start: %d registered activities have no "+
+			"known verb and are flagged for review: %s. Next step: classify each in Options.Effects "+
+			"(e.g. Effects: map[string]interceptor.Effect{%q: interceptor.Destructive}), or rename it with a verb, "+
+			"or turn PluginOptions.Strict off", taskQueue, len(c.Review), strings.Join(c.Review, ", "), c.Review[0])
+	}
+	return nil
+}
+
+// probe claims a key of its own, releases it as its owner and reads the pauses:
+// the three kinds of store work a gated write needs. Its claim and release leave
+// two receipts of activity "idemgate.probe"; the record expires within a minute.
+func (pl *Plugin) probe(ctx context.Context, instanceKey string) error {
+	ctx, cancel := context.WithTimeout(ctx, pl.p.ProbeTimeout)
+	defer cancel()
+	st, now := pl.gate.opts.Store, pl.gate.opts.Now()
+	key, owner := "idemgate-probe:"+instanceKey, newOwner()
+	outcome, _, err := st.Begin(ctx, store.Claim{
+		Key: key, Activity: probeActivity, Effect: IdempotentWrite.String(), ArgsHash: "probe", Args: []byte("null"),
+		Owner: owner, Lease: now.Add(pl.p.ProbeTimeout), Window: time.Minute, Now: now,
+	})
+	if err == nil && outcome != store.OutcomeClaimed {
+		err = fmt.Errorf("a claim of the fresh key %s answered %q, want %q", key, outcome, store.OutcomeClaimed)
+	}
+	if err != nil {
+		return pl.storeDown("claim a key", err)
+	}
+	err = st.Release(ctx, store.Transition{Key: key, Owner: owner, Now: now, Receipt: store.Receipt{
+		Time: now, Key: key, Activity: probeActivity, Effect: IdempotentWrite.String(), Decision: store.DecisionReleased,
+		ArgsHash: "probe",
+	}})
+	if err != nil {
+		return pl.storeDown("release a claim as its owner", err)
+	}
+	if _, err := st.Pauses(ctx); err != nil {
+		return pl.storeDown("read the pauses", err)
+	}
+	return nil
+}
+
+// storeDown is the error that keeps a worker from starting: it names the store
+// (password redacted) and the fix; errors.Is sees the store's error.
+func (pl *Plugin) storeDown(what string, err error) error {
+	name, secret := redactStoreName(pl.p.StoreName)
+	if name == "" {
+		name = fmt.Sprintf("%T", pl.gate.opts.Store)
+	}
+	cause := err.Error()
+	if secret != "" {
+		cause = strings.ReplaceAll(cause, secret, "xxxxx")
+	}
+	return &probeError{err: err, msg: fmt.Sprintf("idemgate: the worker did not start: the store %s could not %s "+
+		"within %v: %s. Next step: check that %s is up and this worker can reach and write to it (address, "+
+		"credentials, grants, disk), and that its schema is migrated (sqlite.Open and postgres.Open migrate), "+
+		"then start the worker again", name, what, pl.p.ProbeTimeout, cause, name)}
+}
+
+type probeError struct {
+	msg string
+	err error
+}
+
+func (e *probeError) Error() string { return e.msg }
+func (e *probeError) Unwrap() error { return e.err }
+
+var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+
+// redactStoreName shows a store name without its password, and returns the
+// password so it can be scrubbed from error text.
+func redactStoreName(name string) (shown, secret string) {
+	if u, err := url.Parse(name); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			return u.Redacted(), pw
+		}
+		return name, ""
+	}
+	if m := passwordKV.FindStringSubmatch(name); m != nil {
+		return passwordKV.ReplaceAllString(name, "${1}xxxxx"), strings.Trim(m[2], "'")
+	}
+	return name, ""
+}
+
+// stopped forgets a worker; when none of the plugin's workers runs any more and
+// CloseStore is set, it closes the store, once.
+func (pl *Plugin) stopped(instanceKey string) {
+	pl.mu.Lock()
+	w := pl.workers[instanceKey]
+	delete(pl.workers, instanceKey)
+	if w != nil && w.started {
+		pl.running--
+	}
+	last := pl.running == 0
+	pl.mu.Unlock()
+	if !last || !pl.p.CloseStore {
+		return
+	}
+	pl.closeOnce.Do(func() {
+		if c, ok := pl.gate.opts.Store.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				pl.logger().Warn("idemgate: closing the store failed", "error", err)
+			}
+		}
+	})
+}
+
+// registeredActivityNames returns the activity types a registration adds, named
+// as the SDK names them: a struct's exported methods (prefixed with
+// RegisterOptions.Name), a function's short name, or the alias in
+// RegisterOptions.Name.
+func registeredActivityNames(a any, o activity.RegisterOptions) []string {
+	t := reflect.TypeOf(a)
+	switch {
+	case t == nil:
+		return nil
+	case t.Kind() == reflect.Func:
+		if o.Name != "" {
+			return []string{o.Name}
+		}
+		full := runtime.FuncForPC(reflect.ValueOf(a).Pointer()).Name()
+		return []string{strings.TrimSuffix(full[strings.LastIndex(full, ".")+1:], "-fm")}
+	case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct:
+		var names []string
+		for i := range t.NumMethod() {
+			m := t.Method(i)
+			if !m.IsExported() || o.SkipInvalidStructFunctions && !activityShaped(m.Type) {
+				continue
+			}
+			names = append(names, o.Name+m.Name)
+		}
+		return names
+	default: // an activity value registered by name
+		if o.Name != "" {
+			return []string{o.Name}
+		}
+		return nil
+	}
+}
+
+var errorType = reflect.TypeFor[error]()
+
+// activityShaped reports whether a function returns (result, error) or error, as
+// the SDK requires of an activity.
+func activityShaped(t reflect.Type) bool {
+	n := t.NumOut()
+	return n >= 1 && n <= 2 && t.Out(n-1).Implements(errorType)
+}

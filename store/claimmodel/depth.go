@@ -1,0 +1,5 @@
+//go:build !race
+
+package claimmodel
+
+const defaultDepth = 6

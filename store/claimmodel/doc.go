@@ -1,0 +1,26 @@
+// Package claimmodel explores the claim rules of package store exhaustively: one
+// key, two or three attempts of it, a vendor, a person with the resolve command,
+// and time passing, with every interleaving of their events up to a bounded depth.
+//
+// The model calls the real rules (store.Decide, store.Apply, store.ApplyResolve,
+// store.Blocking, store.Expired and the gate's vendor-window rule, gathered in
+// Current), not a copy, so a change of the rules is explored as it is written.
+// Explore walks the state space breadth first with a visited set over a canonical
+// encoding of each state and checks, after every step:
+//
+//   - a destructive write reaches the vendor at most once, unless a person said
+//     not-sent (with a vendor that deduplicates on the key: at most one effect, a
+//     re-send inside the vendor's window being no effect);
+//   - a stored result is only returned to a call with the same key and arguments hash;
+//   - a claim whose owner is running inside its lease is never taken over,
+//     re-claimed, expired, swept or resolved;
+//   - "an earlier attempt may have sent" never becomes false without a person, and
+//     the key's first-claimed time never moves while it holds.
+//
+// A key is legitimately forgotten once its window passed (a repeat after that is a
+// new write by design): the checks start a new epoch then.
+//
+// Sequences turns random walks of the same model into store calls with the
+// outcome and record the rules expect after each, which package storetest replays
+// through every backend, so the model and the databases are held to one answer.
+package claimmodel

@@ -1,0 +1,544 @@
+package claimmodel
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Config is one family of scenarios: what kind of write, its windows and leases.
+type Config struct {
+	Name string
+	// Effect is "idempotent-write" (a later attempt takes over an unknown claim) or
+	// "destructive".
+	Effect string
+	// VendorWindow > 0 makes a destructive write go to a vendor that deduplicates on
+	// the forwarded key for that long, and names the same window in the gate's
+	// Options.VendorWindows: a re-send with the same key is then allowed inside it.
+	VendorWindow time.Duration
+	// Window is the gate's Options.Window.
+	Window time.Duration
+	// Leases is each attempt's lease (its StartToClose), from its claim; its length
+	// is the number of attempts (at most 3).
+	Leases []time.Duration
+	// Skews are the clock offsets a worker may have from the true time.
+	Skews []time.Duration
+	// Overrun is how long past its lease, by its own clock, a zombie attempt that
+	// ignores its cancellation may still send.
+	Overrun time.Duration
+}
+
+// keepMargin is how long past its lease the contract says a claim's record is kept:
+// an attempt may overrun its lease (Overrun < keepMargin) and still send.
+const keepMargin = 5 * time.Minute
+
+// Configs are the scenario families the default exploration covers: the first
+// attempt's lease outlives the window (item 1 of issue 10), the vendor window is
+// shorter than the gate's (item 2).
+func Configs() []Config {
+	base := Config{
+		Window:  10 * time.Minute,
+		Leases:  []time.Duration{20 * time.Minute, time.Minute, time.Minute},
+		Skews:   []time.Duration{-2 * time.Second, 0, 2 * time.Second},
+		Overrun: time.Minute,
+	}
+	idem, destr, keyed := base, base, base
+	idem.Name, idem.Effect = "idempotent-write", "idempotent-write"
+	destr.Name, destr.Effect = "destructive", "destructive"
+	keyed.Name, keyed.Effect, keyed.VendorWindow = "destructive-vendor-keyed", "destructive", 5*time.Minute
+	return []Config{idem, destr, keyed}
+}
+
+const maxAttempts = 3
+
+// Violation kinds.
+const (
+	SentTwice         = "destructive write reached the vendor twice"
+	WrongResult       = "stored result returned to a call with other arguments"
+	LiveTakenOver     = "claim with a live lease taken over or re-claimed"
+	LiveExpired       = "claim with a live lease expired"
+	LiveSwept         = "claim with a live lease swept"
+	LiveResolved      = "claim with a live lease resolved"
+	MaySentForgotten  = "may-have-sent became false without a person"
+	FirstClaimedMoved = "first-claimed time moved while an earlier attempt may have sent"
+	MarkCleared       = "MayHaveSent mark cleared without a person"
+)
+
+type phase uint8
+
+const (
+	idle phase = iota
+	running
+	done
+)
+
+type attemptState struct {
+	phase   phase
+	skew    int8 // index into Config.Skews
+	sent    bool
+	retry   bool // claimed by a takeover: idemhttp checks the vendor window
+	excused bool // a person said not-sent while it ran, or its key was forgotten since
+	first   int32
+	lease   int32
+}
+
+// State is one state of the model: the key's record and the world around it.
+// Times are seconds from base.
+type State struct {
+	t     int32
+	found bool
+	rec   store.Record
+	att   [maxAttempts]attemptState
+	// The vendor: when it first saw the key (-1: it does not remember it).
+	vendorFirst int32
+	// Ghosts of the checks, for the current epoch (since the key was last legitimately forgotten).
+	effects   int8  // vendor effects of attempts not excused
+	sentEpoch bool  // some attempt sent (the vendor saw a request)
+	maySent   bool  // some attempt not excused sent
+	created   int32 // CreatedAt when maySent turned true (-1: none)
+	forgetAt  int32 // the key may be forgotten from then on
+}
+
+// EventKind is what happens in one step.
+type EventKind uint8
+
+// The events.
+const (
+	EvClaim EventKind = iota
+	EvSend
+	EvCrash
+	EvRelease
+	EvAbandon
+	EvComplete
+	EvTime
+	EvSweep
+	EvResolveSent
+	EvResolveNotSent
+)
+
+// Event is one step: Attempt for the attempt's events, Skew (index) for a claim,
+// To (seconds) for time passing.
+type Event struct {
+	Kind    EventKind
+	Attempt int8
+	Skew    int8
+	To      int32
+}
+
+var base = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(s int32) time.Time        { return base.Add(time.Duration(s) * time.Second) }
+func secs(t time.Time) int32      { return int32(t.Sub(base) / time.Second) }
+func dsecs(d time.Duration) int32 { return int32(d / time.Second) }
+
+// model is one configuration under one set of rules.
+type model struct {
+	cfg    Config
+	rules  Rules
+	key    string
+	owners [maxAttempts]string
+	runs   [maxAttempts]string
+	skews  []int32
+	maxSk  int32
+	slack  int32 // 2×the largest skew: how early a key may be forgotten by a clock ahead
+}
+
+func newModel(cfg Config, r Rules, key string) *model {
+	m := &model{cfg: cfg, rules: r, key: key}
+	for i := range maxAttempts {
+		m.owners[i] = fmt.Sprintf("a%d", i+1)
+		m.runs[i] = fmt.Sprintf("run-%d", i+1)
+	}
+	for _, s := range cfg.Skews {
+		m.skews = append(m.skews, dsecs(s))
+		m.maxSk = max(m.maxSk, dsecs(s))
+	}
+	m.slack = 2 * m.maxSk
+	return m
+}
+
+func (m *model) initial() State {
+	return State{vendorFirst: -1, created: -1}
+}
+
+var args = []byte(`{"amount":4200}`)
+
+// claim is attempt i's Begin at its clock. The lease it stores is its deadline plus
+// 2×the largest skew, as the gate claims (interceptor.Options.ClockSkew): the owner's
+// clock may run behind and the next worker's ahead. The attempt itself runs until its
+// deadline (a.lease) by its own clock.
+func (m *model) claim(i int, clock int32, hash string) store.Claim {
+	return store.Claim{
+		Key: m.key, Activity: "ChargeCard", Effect: m.cfg.Effect, ArgsHash: hash, Args: args,
+		Owner: m.owners[i], Lease: at(clock + dsecs(m.cfg.Leases[i]) + m.slack), Window: m.cfg.Window,
+		TakeOver: m.cfg.Effect == "idempotent-write", WorkflowID: "wf-1", RunID: m.runs[i],
+		Attempt: int32(i + 1), Now: at(clock),
+	}
+}
+
+func (m *model) transition(owner string, clock int32, d store.Decision) store.Transition {
+	return store.Transition{
+		Key: m.key, Owner: owner, Now: at(clock), Window: m.cfg.Window,
+		Receipt: store.Receipt{Key: m.key, Activity: "ChargeCard", Effect: m.cfg.Effect, Decision: d, ArgsHash: "h1"},
+	}
+}
+
+// owner returns the index of the attempt owning the record, or -1.
+func (m *model) owner(s *State) int {
+	for i, o := range m.owners {
+		if s.rec.Owner == o {
+			return i
+		}
+	}
+	return -1
+}
+
+// live reports whether the record is a claim whose owner runs inside its own
+// deadline (by its own clock).
+func (m *model) live(s *State) bool {
+	if !s.found || s.rec.State != store.StateClaimed {
+		return false
+	}
+	o := m.owner(s)
+	return o >= 0 && s.att[o].phase == running && s.t+m.skews[s.att[o].skew] < s.att[o].lease
+}
+
+// events lists the events possible in s, in a fixed order.
+func (m *model) events(s *State, horizon int32) []Event {
+	var evs []Event
+	for i := range m.cfg.Leases {
+		a := s.att[i]
+		switch a.phase {
+		case idle:
+			if i == 0 || s.att[i-1].phase != idle {
+				for k := range m.skews {
+					evs = append(evs, Event{Kind: EvClaim, Attempt: int8(i), Skew: int8(k)})
+				}
+			}
+		case running:
+			if !a.sent && m.maySend(s, i) {
+				evs = append(evs, Event{Kind: EvSend, Attempt: int8(i)})
+			}
+			evs = append(evs, Event{Kind: EvCrash, Attempt: int8(i)}, Event{Kind: EvAbandon, Attempt: int8(i)})
+			if a.sent {
+				evs = append(evs, Event{Kind: EvComplete, Attempt: int8(i)})
+			} else {
+				evs = append(evs, Event{Kind: EvRelease, Attempt: int8(i)})
+			}
+		}
+	}
+	for _, to := range m.times(s, horizon) {
+		evs = append(evs, Event{Kind: EvTime, To: to})
+	}
+	if s.found {
+		evs = append(evs, Event{Kind: EvSweep})
+		if st := s.rec.State; st == store.StateClaimed || st == store.StateUnknown {
+			if s.sentEpoch {
+				evs = append(evs, Event{Kind: EvResolveSent})
+			} else {
+				evs = append(evs, Event{Kind: EvResolveNotSent})
+			}
+		}
+	}
+	return evs
+}
+
+// maySend: a running attempt sends until its lease plus the overrun (by its clock);
+// a retry of a destructive write only while idemhttp allows it.
+func (m *model) maySend(s *State, i int) bool {
+	a := s.att[i]
+	clock := s.t + m.skews[a.skew]
+	if clock >= a.lease+dsecs(m.cfg.Overrun) {
+		return false
+	}
+	if a.retry && m.cfg.Effect == "destructive" {
+		return m.cfg.VendorWindow > 0 && m.rules.Resend(at(a.first), at(clock), m.cfg.VendorWindow)
+	}
+	return true
+}
+
+// times are the true times worth moving to: each boundary of a rule, as each worker
+// clock sees it.
+func (m *model) times(s *State, horizon int32) []int32 {
+	var bs []int32
+	if s.found {
+		r := &s.rec
+		l := secs(r.Lease)
+		bs = append(bs, l, l+dsecs(keepMargin), secs(r.ExpiresAt))
+		if vw := m.cfg.VendorWindow; vw > 0 {
+			c := secs(r.CreatedAt)
+			bs = append(bs, c+dsecs(vw), c+dsecs(vw-m.rules.ResendMargin))
+		}
+	}
+	for i := range m.cfg.Leases {
+		if a := s.att[i]; a.phase == running {
+			bs = append(bs, a.lease, a.lease+dsecs(m.cfg.Overrun))
+			if vw := m.cfg.VendorWindow; vw > 0 && a.retry {
+				bs = append(bs, a.first+dsecs(vw), a.first+dsecs(vw-m.rules.ResendMargin))
+			}
+		}
+	}
+	var out []int32
+	for _, b := range bs {
+		for _, sk := range m.skews {
+			if t := b - sk; t > s.t && t <= horizon {
+				out = append(out, t)
+			}
+		}
+	}
+	if s.vendorFirst >= 0 {
+		if t := s.vendorFirst + dsecs(m.cfg.VendorWindow); t > s.t && t <= horizon {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Op is one store call of a step, with what the rules say it returns and leaves.
+type Op struct {
+	Kind       OpKind
+	Claim      store.Claim      // Begin
+	Transition store.Transition // Complete, Release, Abandon, Resolve
+	To         store.State      // Resolve
+	Now        time.Time        // Sweep
+	// Outcome is Begin's outcome; Err is nil or store.ErrNotOwner (Complete, Release,
+	// Abandon, Resolve).
+	Outcome store.Outcome
+	Err     error
+	// Found and Record: the key's record after the call.
+	Found  bool
+	Record store.Record
+}
+
+// OpKind names the store call.
+type OpKind string
+
+// The store calls.
+const (
+	OpBegin    OpKind = "Begin"
+	OpComplete OpKind = "Complete"
+	OpRelease  OpKind = "Release"
+	OpAbandon  OpKind = "Abandon"
+	OpSweep    OpKind = "Sweep"
+	OpResolve  OpKind = "Resolve"
+)
+
+// stepper collects what a step did: violations, and, when asked, the store calls
+// and a description.
+type stepper struct {
+	violations []string
+	ops        *[]Op
+	say        *[]string
+}
+
+func (p *stepper) violate(kind string) { p.violations = append(p.violations, kind) }
+
+func (p *stepper) op(o Op, s *State) {
+	if p.ops != nil {
+		o.Found, o.Record = s.found, s.rec
+		*p.ops = append(*p.ops, o)
+	}
+}
+
+func (p *stepper) sayf(format string, a ...any) {
+	if p.say != nil {
+		*p.say = append(*p.say, fmt.Sprintf(format, a...))
+	}
+}
+
+// step applies e to s and checks every invariant.
+func (m *model) step(s State, e Event, p *stepper) State {
+	prev := s
+	i := int(e.Attempt)
+	person := false
+	reset := false
+	switch e.Kind {
+	case EvClaim:
+		clock := s.t + m.skews[e.Skew]
+		c := m.claim(i, clock, "h1")
+		out, next, write := m.rules.Decide(s.rec, s.found, c)
+		if write {
+			s.rec, s.found = next, true
+		}
+		p.op(Op{Kind: OpBegin, Claim: c, Outcome: out}, &s)
+		if out == store.OutcomeUnknown && m.cfg.VendorWindow > 0 && m.rules.Resend(s.rec.CreatedAt, c.Now, m.cfg.VendorWindow) {
+			c.TakeOver = true
+			out, next, write = m.rules.Decide(s.rec, s.found, c)
+			if write {
+				s.rec, s.found = next, true
+			}
+			p.op(Op{Kind: OpBegin, Claim: c, Outcome: out}, &s)
+		}
+		p.sayf("a%d (clock %+ds) Begin: %s", i+1, m.skews[e.Skew], out)
+		if out == store.OutcomeCompleted && (next.ArgsHash != c.ArgsHash || next.Key != c.Key) {
+			p.violate(WrongResult)
+		}
+		a := &s.att[i]
+		a.phase, a.skew = done, e.Skew
+		if out == store.OutcomeClaimed || out == store.OutcomeTakenOver {
+			if m.live(&prev) {
+				p.violate(LiveTakenOver)
+			}
+			if out == store.OutcomeClaimed && s.t >= s.forgetAt-m.slack {
+				reset = true
+				s.effects, s.sentEpoch, s.maySent, s.created = 0, false, false, -1
+				for j := range s.att {
+					s.att[j].excused = true
+				}
+			}
+			a.phase, a.excused = running, false
+			a.first, a.lease, a.retry = secs(next.CreatedAt), secs(c.Lease)-m.slack, out == store.OutcomeTakenOver
+			if out == store.OutcomeClaimed {
+				// A fresh claim starts the key's memory anew: over a released record
+				// nothing was sent (else a check failed before), over a forgotten one
+				// the epoch began again above.
+				s.forgetAt = 0
+			}
+			s.forgetAt = max(s.forgetAt, s.t+dsecs(m.cfg.Window), a.lease+dsecs(keepMargin))
+		}
+	case EvSend:
+		a := &s.att[i]
+		a.sent, s.sentEpoch = true, true
+		if !a.excused && !s.maySent {
+			s.maySent, s.created = true, -1
+			if s.found {
+				s.created = secs(s.rec.CreatedAt)
+			}
+		}
+		effect := true
+		if m.cfg.VendorWindow > 0 {
+			if s.vendorFirst >= 0 && s.t < s.vendorFirst+dsecs(m.cfg.VendorWindow) {
+				effect = false
+			} else {
+				s.vendorFirst = s.t
+			}
+		}
+		if effect && !a.excused {
+			s.effects++
+		}
+		p.sayf("a%d sends (vendor effect: %v)", i+1, effect)
+	case EvCrash:
+		s.att[i].phase = done
+		p.sayf("a%d crashes", i+1)
+	case EvRelease, EvAbandon, EvComplete:
+		a := &s.att[i]
+		a.phase = done
+		clock := s.t + m.skews[a.skew]
+		to, kind, d := store.StateReleased, OpRelease, store.DecisionReleased
+		switch e.Kind {
+		case EvAbandon:
+			to, kind, d = store.StateUnknown, OpAbandon, store.DecisionUnknown
+		case EvComplete:
+			to, kind, d = store.StateCompleted, OpComplete, store.DecisionRan
+		}
+		t := m.transition(m.owners[i], clock, d)
+		if to == store.StateCompleted {
+			t.Result = []byte(`{"id":"ch_` + m.owners[i] + `"}`)
+		}
+		err := store.ErrNotOwner
+		if s.found {
+			var next store.Record
+			if next, err = m.rules.Apply(s.rec, to, t); err == nil {
+				s.rec = next
+				if to == store.StateCompleted {
+					m.completed(&s)
+				}
+			}
+		}
+		p.op(Op{Kind: kind, Transition: t, Err: err}, &s)
+		p.sayf("a%d %s: %v", i+1, kind, errText(err))
+	case EvTime:
+		s.t = e.To
+		p.sayf("time passes to +%ds", e.To)
+	case EvSweep:
+		now := at(s.t + m.maxSk)
+		if m.rules.Expired(s.rec, now) {
+			if m.live(&s) {
+				p.violate(LiveSwept)
+			}
+			s.found, s.rec = false, store.Record{}
+		}
+		p.op(Op{Kind: OpSweep, Now: now}, &s)
+		p.sayf("Sweep (clock %+ds): record kept %v", m.maxSk, s.found)
+	case EvResolveSent, EvResolveNotSent:
+		to, d := store.StateCompleted, store.DecisionResolved
+		if e.Kind == EvResolveNotSent {
+			to = store.StateReleased
+		}
+		t := m.transition(s.rec.Owner, s.t, d)
+		if to == store.StateCompleted {
+			t.Result = []byte(`{"id":"ch_person"}`)
+		}
+		next, err := m.rules.ApplyResolve(s.rec, to, t)
+		if err == nil {
+			if m.live(&s) {
+				p.violate(LiveResolved)
+			}
+			s.rec = next
+			person = true
+			if to == store.StateCompleted {
+				m.completed(&s)
+			} else {
+				for j := range s.att {
+					if s.att[j].phase == running {
+						s.att[j].excused = true
+					}
+				}
+				s.maySent, s.created = false, -1
+			}
+		}
+		p.op(Op{Kind: OpResolve, Transition: t, To: to, Err: err}, &s)
+		p.sayf("a person resolves %s: %v", to, errText(err))
+	}
+	m.check(&prev, &s, person, reset, p)
+	return s
+}
+
+// completed sets when a key completed at s.t may be forgotten: its window from now,
+// and not before every attempt still running is past its lease and margin.
+func (m *model) completed(s *State) {
+	s.forgetAt = s.t + dsecs(m.cfg.Window)
+	for _, a := range s.att {
+		if a.phase == running {
+			s.forgetAt = max(s.forgetAt, a.lease+dsecs(keepMargin))
+		}
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if errors.Is(err, store.ErrNotOwner) {
+		return "not owner"
+	}
+	return err.Error()
+}
+
+// check runs the invariants on the state reached.
+func (m *model) check(prev, s *State, person, reset bool, p *stepper) {
+	if m.cfg.Effect == "destructive" && s.effects > 1 {
+		p.violate(SentTwice)
+	}
+	probe := m.claim(0, s.t, "h2")
+	probe.Owner = "probe"
+	if out, rec, _ := m.rules.Decide(s.rec, s.found, probe); out == store.OutcomeCompleted && rec.ArgsHash != probe.ArgsHash {
+		p.violate(WrongResult)
+	}
+	if m.live(s) && m.rules.Expired(s.rec, at(s.t+m.maxSk)) {
+		p.violate(LiveExpired)
+	}
+	if s.maySent && s.t < s.forgetAt-m.slack && (!s.found || s.rec.State == store.StateReleased) {
+		p.violate(MaySentForgotten)
+	}
+	if s.maySent && s.found && s.created >= 0 && secs(s.rec.CreatedAt) != s.created {
+		p.violate(FirstClaimedMoved)
+	}
+	if prev.found && s.found && !person && !reset && m.rules.MayHaveSent(prev.rec) && !m.rules.MayHaveSent(s.rec) {
+		p.violate(MarkCleared)
+	}
+}

@@ -1,0 +1,101 @@
+package claimmodel
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// oldRules are the claim rules before issue 10 (store/decide.go at 0f4bdd8 and the
+// gate's vendor-window check of then), copied so the model can show it finds their
+// holes.
+func oldRules() Rules {
+	return Rules{
+		Decide:       oldDecide,
+		Apply:        oldApply,
+		ApplyResolve: oldApplyResolve,
+		Blocking:     oldBlocking,
+		Expired:      func(r store.Record, now time.Time) bool { return !now.Before(r.ExpiresAt) },
+		Resend:       func(first, now time.Time, w time.Duration) bool { return now.Before(first.Add(w)) },
+		MayHaveSent:  func(store.Record) bool { return false },
+	}
+}
+
+func oldDecide(existing store.Record, found bool, c store.Claim) (outcome store.Outcome, next store.Record, write bool) {
+	if !found || !c.Now.Before(existing.ExpiresAt) || existing.State == store.StateReleased {
+		next = oldFresh(c)
+		if found && existing.State == store.StateReleased && c.Now.Before(existing.ExpiresAt) {
+			next.Claims = existing.Claims + 1
+		}
+		return store.OutcomeClaimed, next, true
+	}
+	if existing.ArgsHash != c.ArgsHash {
+		return store.OutcomeConflict, existing, false
+	}
+	switch existing.State {
+	case store.StateCompleted:
+		return store.OutcomeCompleted, existing, false
+	case store.StateClaimed:
+		if c.Now.Before(existing.Lease) {
+			return store.OutcomeInFlight, existing, false
+		}
+	}
+	if !c.TakeOver {
+		return store.OutcomeUnknown, existing, false
+	}
+	next = existing
+	next.State = store.StateClaimed
+	next.Owner = c.Owner
+	next.Lease = c.Lease
+	next.WorkflowID, next.RunID, next.Attempt = c.WorkflowID, c.RunID, c.Attempt
+	next.Claims = existing.Claims + 1
+	next.UpdatedAt = c.Now
+	return store.OutcomeTakenOver, next, true
+}
+
+func oldFresh(c store.Claim) store.Record {
+	return store.Record{
+		Key: c.Key, Activity: c.Activity, Effect: c.Effect, ArgsHash: c.ArgsHash, Args: c.Args,
+		State: store.StateClaimed, Owner: c.Owner, Lease: c.Lease,
+		WorkflowID: c.WorkflowID, RunID: c.RunID, Attempt: c.Attempt, Claims: 1,
+		CreatedAt: c.Now, UpdatedAt: c.Now, ExpiresAt: c.Now.Add(c.Window),
+	}
+}
+
+func oldApply(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
+	if existing.Owner != t.Owner || existing.State != store.StateClaimed {
+		return existing, store.ErrNotOwner
+	}
+	return oldMoved(existing, to, t), nil
+}
+
+func oldMoved(existing store.Record, to store.State, t store.Transition) store.Record {
+	next := existing
+	next.State = to
+	next.UpdatedAt = t.Now
+	if to == store.StateCompleted {
+		next.Result = t.Result
+		next.ResultOmitted = t.ResultOmitted
+		next.ExpiresAt = t.Now.Add(t.Window)
+	}
+	return next
+}
+
+func oldBlocking(r store.Record, now time.Time) bool {
+	if !now.Before(r.ExpiresAt) {
+		return false
+	}
+	return r.State == store.StateUnknown || r.State == store.StateClaimed && !now.Before(r.Lease)
+}
+
+func oldApplyResolve(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
+	if to != store.StateCompleted && to != store.StateReleased {
+		return existing, fmt.Errorf("idemgate/store: resolve to %q", to)
+	}
+	if existing.Owner != t.Owner ||
+		!(existing.State == store.StateUnknown || existing.State == store.StateClaimed && !t.Now.Before(existing.Lease)) {
+		return existing, store.ErrNotOwner
+	}
+	return oldMoved(existing, to, t), nil
+}

@@ -1,0 +1,43 @@
+package claimmodel
+
+import (
+	"time"
+
+	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/store"
+)
+
+// Rules are the claim rules the model explores, as function values so a test can
+// swap in another version (the old rules, to show the model finds their holes).
+type Rules struct {
+	Decide       func(existing store.Record, found bool, c store.Claim) (store.Outcome, store.Record, bool)
+	Apply        func(existing store.Record, to store.State, t store.Transition) (store.Record, error)
+	ApplyResolve func(existing store.Record, to store.State, t store.Transition) (store.Record, error)
+	Blocking     func(r store.Record, now time.Time) bool
+	// Expired: Begin treats r as absent and Sweep removes it.
+	Expired func(r store.Record, now time.Time) bool
+	// Resend is the vendor-window rule of the gate (Options.VendorWindows) and of
+	// idemhttp: may a destructive write whose key was first claimed at first be
+	// re-sent at now to a vendor that remembers keys for window?
+	Resend func(first, now time.Time, window time.Duration) bool
+	// ResendMargin is how long before first+window Resend turns false (for the
+	// model's choice of time points).
+	ResendMargin time.Duration
+	// MayHaveSent reads the record's "an earlier attempt may have sent" mark (false
+	// for rules without one).
+	MayHaveSent func(r store.Record) bool
+}
+
+// Current returns the rules of package store as they are.
+func Current() Rules {
+	return Rules{
+		Decide:       store.Decide,
+		Apply:        store.Apply,
+		ApplyResolve: store.ApplyResolve,
+		Blocking:     store.Blocking,
+		Expired:      store.Expired,
+		Resend:       attempt.InVendorWindow,
+		ResendMargin: 2 * attempt.ClockSkew,
+		MayHaveSent:  func(r store.Record) bool { return r.MayHaveSent },
+	}
+}
