@@ -37,6 +37,7 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/workflows"
 )
 
@@ -54,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	queue := fs.String("task-queue", envOr("IDEMGATE_TASK_QUEUE", "agent"), "task queue to poll")
 	storeSpec := fs.String("store", envOr("IDEMGATE_STORE", storeopen.DefaultPath), "SQLite path or PostgreSQL DSN (postgres://... or host=... dbname=...)")
 	fs.Lookup("store").DefValue = storeopen.Redact(*storeSpec) // -h prints it: never the password
+	durability := fs.String("durability", envOr("IDEMGATE_DURABILITY", "claim"), "which store commits are synced before they return: claim (the claim only; later steps within 100 ms) or strict (every step)")
 	var ep activities.Endpoints
 	fs.StringVar(&ep.Docs, "docs-url", os.Getenv("IDEMGATE_DOCS_URL"), "document search base URL")
 	fs.StringVar(&ep.CRM, "crm-url", os.Getenv("IDEMGATE_CRM_URL"), "CRM base URL")
@@ -99,7 +101,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *llmURL != "" {
 		planner = activities.ChatPlanner{BaseURL: *llmURL, Model: *llmModel, APIKey: llmKey}
 	}
-	st, err := storeopen.Open(ctx, *storeSpec)
+	dur, err := store.ParseDurability(*durability)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: --durability: %v\n", err)
+		return 2
+	}
+	st, err := storeopen.OpenWith(ctx, *storeSpec, storeopen.Options{Durability: dur})
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2

@@ -88,11 +88,22 @@ func dsnLike(spec string) string {
 // SQLite file is created readable and writable by its owner only. The error never
 // carries a password.
 func Open(ctx context.Context, spec string) (Store, error) {
+	return OpenWith(ctx, spec, Options{})
+}
+
+// Options are what a worker, the demo or the CLI may set on either store.
+type Options struct {
+	// Durability: which commits are synced before they return (store.Durability).
+	Durability store.Durability
+}
+
+// OpenWith opens spec, as Open does, with o.
+func OpenWith(ctx context.Context, spec string, o Options) (Store, error) {
 	if err := Check(spec); err != nil {
 		return nil, err
 	}
 	if IsPostgres(spec) {
-		st, err := postgres.Open(ctx, spec)
+		st, err := postgres.OpenWith(ctx, spec, postgres.Options{Durability: o.Durability})
 		if err != nil {
 			return nil, redactedError{fmt.Errorf("open the PostgreSQL store %s: %w (check the DSN and that the server is up)", Redact(spec), err), spec}
 		}
@@ -101,7 +112,7 @@ func Open(ctx context.Context, spec string) (Store, error) {
 	if spec == "" {
 		spec = DefaultPath
 	}
-	st, err := sqlite.Open(ctx, spec)
+	st, err := sqlite.OpenWith(ctx, spec, sqlite.Options{Durability: o.Durability})
 	if err != nil {
 		return nil, fmt.Errorf("open the SQLite store %s: %w (pick a writable path with --store)", spec, err)
 	}

@@ -12,6 +12,17 @@
 // The claim itself is a primary-key INSERT … ON CONFLICT DO NOTHING: of concurrent
 // Begins on one key, exactly one inserts.
 //
+// # Durability
+//
+// Under store.DurabilityClaim (the default) the sessions run with
+// synchronous_commit=off, set in the startup message, and the statements of
+// Begin, Pause and Resume turn it on for their own transaction: a claim is flushed
+// before Begin returns; a later step is committed and visible at once and flushed
+// by the WAL writer within three times wal_writer_delay (600 ms by default), the
+// window a crash of the server's machine can lose it in. Under store.DurabilityStrict every
+// session runs with synchronous_commit=on. Commits of concurrent workers share
+// the server's WAL flushes; the client adds no serialisation.
+//
 // # Schema
 //
 // Open creates the tables and the function, or migrates them, under an advisory

@@ -25,6 +25,11 @@ type Options struct {
 	// into store.ErrUnavailable instead of a hang. Optional: zero means
 	// connect_timeout from the DSN, else 5 seconds. Negative is invalid.
 	ConnectTimeout time.Duration
+	// Durability says which commits wait for the WAL flush. Optional: the zero
+	// value is store.DurabilityClaim: sessions run with synchronous_commit=off and
+	// Begin, Pause and Resume turn it on for their own commit.
+	// store.DurabilityStrict runs every session with synchronous_commit=on.
+	Durability store.Durability
 }
 
 const (
@@ -54,6 +59,9 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if o.MaxConns < 0 || o.ConnectTimeout < 0 {
 		return nil, fmt.Errorf("idemgate/postgres: negative Options (MaxConns %d, ConnectTimeout %v); use zero for the defaults", o.MaxConns, o.ConnectTimeout)
 	}
+	if err := o.Durability.Valid(); err != nil {
+		return nil, fmt.Errorf("idemgate/postgres: %w", err)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// The parse error may quote the DSN, password included: do not wrap it.
@@ -66,6 +74,16 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
 	} else if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	// In the startup message: no round trip. The synced statements carry
+	// syncedCommit.
+	// Strict keeps a level the DSN names (remote_apply, say) and is on otherwise.
+	if o.Durability == store.DurabilityStrict {
+		if lvl := cfg.ConnConfig.RuntimeParams["synchronous_commit"]; lvl == "" || lvl == "off" || lvl == "local" {
+			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+		}
+	} else {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
 	s := &Store{addr: fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
@@ -95,10 +113,18 @@ const beginSQL = `SELECT b.o_outcome, (b.o_rec).key, (b.o_rec).activity, (b.o_re
 	(b.o_rec).updated_at, (b.o_rec).expires_at, (b.o_rec).may_have_sent
 	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) b`
 
-// Begin claims c.Key atomically in one statement; see store.Decide.
+// syncedCommit, joined to a statement's FROM list, makes the commit of the
+// statement's own transaction wait for the WAL flush (synchronous_commit=on for
+// this transaction only) on a session that runs with it off. It must be in the
+// statement: a SET clause on a function is undone when the function returns,
+// before the commit.
+const syncedCommit = `, set_config('synchronous_commit', 'on', true) synced`
+
+// Begin claims c.Key atomically in one statement; see store.Decide. Its commit
+// is synced whatever the Durability.
 func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
 	var outcome string
-	row := s.pool.QueryRow(ctx, beginSQL, c.Key, c.Activity, c.Effect, c.ArgsHash, c.Args, c.Owner,
+	row := s.pool.QueryRow(ctx, beginSQL+syncedCommit, c.Key, c.Activity, c.Effect, c.ArgsHash, c.Args, c.Owner,
 		micro(c.Lease), micro(c.Expires()), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now), store.LeaseMargin)
 	rec, err := scanRecord(row, &outcome)
 	if err != nil {
@@ -236,17 +262,26 @@ func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.
 	return out, nil
 }
 
+// Pause and Resume change what every gate refuses: their commits are synced
+// whatever the Durability.
+const (
+	pauseSQL = `WITH p AS (
+		INSERT INTO idemgate_pauses (activity, effect, actor, reason, time) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (activity, effect) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, time = excluded.time
+		RETURNING 1)
+		` + receiptInsert + ` SELECT $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM p` + syncedCommit
+	resumeSQL = `WITH d AS (
+		DELETE FROM idemgate_pauses WHERE activity = $1 AND effect = $2 RETURNING 1)
+		` + receiptInsert + ` SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM d` + syncedCommit
+)
+
 // Pause stores p, replacing a pause of the same scope, and appends its receipt in
 // the same statement.
 func (s *Store) Pause(ctx context.Context, p store.Pause) error {
 	if err := p.Valid(); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, `WITH p AS (
-		INSERT INTO idemgate_pauses (activity, effect, actor, reason, time) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (activity, effect) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, time = excluded.time
-		RETURNING 1)
-		`+receiptInsert+` SELECT $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM p`,
+	_, err := s.pool.Exec(ctx, pauseSQL,
 		append([]any{p.Activity, p.Effect, p.Actor, p.Reason, micro(p.Time)}, receiptArgs(store.PauseReceipt(p, store.DecisionPaused))...)...)
 	if err != nil {
 		return s.fail("pause in", err)
@@ -260,9 +295,7 @@ func (s *Store) Resume(ctx context.Context, p store.Pause) error {
 	if err := p.Valid(); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `WITH d AS (
-		DELETE FROM idemgate_pauses WHERE activity = $1 AND effect = $2 RETURNING 1)
-		`+receiptInsert+` SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM d`,
+	tag, err := s.pool.Exec(ctx, resumeSQL,
 		append([]any{p.Activity, p.Effect}, receiptArgs(store.PauseReceipt(p, store.DecisionResumed))...)...)
 	if err != nil {
 		return s.fail("resume in", err)

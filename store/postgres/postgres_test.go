@@ -43,6 +43,13 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, d, postgres.Options{}) })
 }
 
+func TestConformanceStrict(t *testing.T) {
+	d := dsn(t)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return open(t, d, postgres.Options{Durability: store.DurabilityStrict})
+	})
+}
+
 // withSchema returns a DSN whose search_path is a new, empty schema, dropped at
 // the end of the test: a database as a new deployment finds it.
 func withSchema(t *testing.T, d string) string { return pgtest.Schema(t, d, "idemgate_test") }

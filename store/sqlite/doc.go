@@ -3,9 +3,20 @@
 //
 // # Durability
 //
-// The file runs in WAL mode with synchronous=FULL, so a claim is on disk before
-// Begin returns, and each step's receipt is written in the same commit as the step:
-// a claim costs one commit, claim then complete two. Store.Begin applies
+// The file runs in WAL mode, and each step's receipt is written in the same commit
+// as the step. Under store.DurabilityClaim (the default) a claim (Begin) and a
+// pause or resume commit with synchronous=FULL, so they are on disk before they
+// return; the later steps commit with synchronous=NORMAL on the same WAL: visible
+// and safe against a crash of the process at once, on disk with the next synced
+// commit, a checkpoint, or the sync of the WAL at most Options.FlushInterval
+// (100 ms) later, the window an operating-system crash can lose them in. Close
+// syncs. Under store.DurabilityStrict every commit is FULL.
+//
+// Writes of one process queue for one connection and commit in groups: whoever
+// finds no commit running takes up to 128 queued writes into one transaction, each
+// under its own SAVEPOINT (a failing write is rolled back alone), and commits once;
+// a group that holds a claim is synced, so concurrent claims share one sync.
+// Store.Begin applies
 // store.Decide, and Complete, Release and Abandon apply store.Apply, inside one
 // BEGIN IMMEDIATE transaction, so every backend agrees rule for rule.
 //

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -27,11 +28,22 @@ type Options struct {
 	// MaxReaders caps the connections used by Get and Receipts (writes always go
 	// through one connection). Optional: zero means 4. Negative is invalid.
 	MaxReaders int
+	// Durability says which commits are synced before they return. Optional: the
+	// zero value is store.DurabilityClaim (only claims and pauses are synced).
+	Durability store.Durability
+	// FlushInterval bounds how long a commit that was not synced (a completion, a
+	// release, an unknown outcome, a resolution, a receipt under
+	// store.DurabilityClaim) waits for the sync of the WAL when no synced commit
+	// comes first: the window in which an operating-system crash can lose it.
+	// Optional: zero means 100 ms. Negative is invalid.
+	FlushInterval time.Duration
 }
 
 const (
 	defaultBusyTimeout = 5 * time.Second
 	defaultMaxReaders  = 4
+	// defaultFlushInterval bounds the time an unsynced commit stays unsynced.
+	defaultFlushInterval = 100 * time.Millisecond
 	// sweepBatch bounds one Sweep transaction when the caller passes no limit, so
 	// the write lock is never held for long and new claims are not blocked.
 	sweepBatch = 1000
@@ -43,6 +55,26 @@ type Store struct {
 	path string
 	w    *sql.DB // exactly one connection; every transaction is BEGIN IMMEDIATE
 	r    *sql.DB // readers; WAL lets them run beside the writer
+
+	strict  bool         // Options.Durability is store.DurabilityStrict
+	syncWAL func() error // the flusher's sync; a test replaces it
+	// beforeCommit, when set by a test, sees each batch's transaction before
+	// its commit, with the number of writes in it.
+	beforeCommit func(tx *sql.Tx, writes int)
+	kick         chan struct{} // a commit was not synced
+	stop         chan struct{} // Close stops the flusher
+	flushed      chan struct{} // the flusher has stopped
+
+	mu         sync.Mutex
+	idle       *sync.Cond // committing turned false
+	queue      []*job
+	committing bool // a goroutine leads a batch; the queue waits for it
+	closed     bool
+	level      int   // PRAGMA synchronous of the write connection; only the batch leader uses it
+	commits    int64 // committed batches
+	synced     int64 // commits known to be on disk
+	flushes    int64 // syncs by the flusher that succeeded
+	syncFailed bool  // a sync failed: every later commit is synced
 
 	getW, upsert, insertNew, complete, release, abandon, insertReceipt *sql.Stmt
 }
@@ -58,8 +90,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // synchronous=FULL, creates or migrates the schema, and fails when the file
 // cannot be written.
 func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
-	if o.BusyTimeout < 0 || o.MaxReaders < 0 {
-		return nil, fmt.Errorf("idemgate/sqlite: open %s: negative Options (BusyTimeout %v, MaxReaders %d); use zero for the defaults", path, o.BusyTimeout, o.MaxReaders)
+	if o.BusyTimeout < 0 || o.MaxReaders < 0 || o.FlushInterval < 0 {
+		return nil, fmt.Errorf("idemgate/sqlite: open %s: negative Options (BusyTimeout %v, MaxReaders %d, FlushInterval %v); use zero for the defaults", path, o.BusyTimeout, o.MaxReaders, o.FlushInterval)
+	}
+	if err := o.Durability.Valid(); err != nil {
+		return nil, fmt.Errorf("idemgate/sqlite: open %s: %w", path, err)
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = defaultFlushInterval
 	}
 	if o.BusyTimeout == 0 {
 		o.BusyTimeout = defaultBusyTimeout
@@ -91,6 +129,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	// FULL: a commit is on disk before it returns (NORMAL in WAL mode is not).
+	// The commit queue lowers it to NORMAL for the batches that need no sync.
 	q.Add("_pragma", "synchronous(FULL)")
 	w, err := sql.Open("sqlite", abs+"?"+q.Encode()+"&_txlock=immediate")
 	if err != nil {
@@ -111,7 +150,11 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(o.MaxReaders)
 	r.SetMaxIdleConns(o.MaxReaders)
-	s := &Store{path: abs, w: w, r: r}
+	s := &Store{path: abs, w: w, r: r, strict: o.Durability == store.DurabilityStrict, level: levelFull,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), flushed: make(chan struct{})}
+	s.idle = sync.NewCond(&s.mu)
+	s.syncWAL = func() error { return syncWAL(abs) }
+	go s.flusher(o.FlushInterval)
 	if err := s.init(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -149,9 +192,22 @@ func (s *Store) init(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the store's connections. In-flight calls fail.
+// Close waits for the queued writes to commit, syncs the WAL and closes the
+// store's connections. Later calls fail.
 func (s *Store) Close() error {
-	var errs []error
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for s.committing {
+		s.idle.Wait()
+	}
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.flushed
+	errs := []error{s.flush()}
 	for _, st := range []*sql.Stmt{s.getW, s.upsert, s.insertNew, s.complete, s.release, s.abandon, s.insertReceipt} {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -172,7 +228,7 @@ func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.
 		outcome store.Outcome
 		next    store.Record
 	)
-	err := s.write(ctx, "begin", func(tx *sql.Tx) error {
+	err := s.write(ctx, "begin", true, func(ctx context.Context, tx *sql.Tx) error {
 		// No record: store.Decide claims anew. Try that first; a taken key falls
 		// through to the read and the full rule.
 		outcome, next, _ = store.Decide(store.Record{}, false, c)
@@ -226,7 +282,7 @@ func (s *Store) transition(ctx context.Context, op string, to store.State, t sto
 	// store.Apply in one UPDATE: only a claimed record of this owner moves, and
 	// only the fields Apply changes are written.
 	t.Now = micro(t.Now)
-	return s.write(ctx, op, func(tx *sql.Tx) error {
+	return s.write(ctx, op, false, func(ctx context.Context, tx *sql.Tx) error {
 		var (
 			res sql.Result
 			err error
@@ -267,7 +323,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 
 // Append adds a receipt in its own commit.
 func (s *Store) Append(ctx context.Context, r store.Receipt) error {
-	return s.write(ctx, "append receipt to", func(tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
+	return s.write(ctx, "append receipt to", false, func(ctx context.Context, tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
 }
 
 // Receipts lists matching receipts, oldest first.
@@ -340,7 +396,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 			batch = min(batch, limit-total)
 		}
 		var n int64
-		err := s.write(ctx, "sweep", func(tx *sql.Tx) error {
+		err := s.write(ctx, "sweep", false, func(ctx context.Context, tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, sweepRecords, now.UnixMicro(), now.UnixMicro(),
 				now.Add(-store.LeaseMargin).UnixMicro(), batch)
 			if err != nil {
@@ -358,26 +414,6 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 		}
 	}
 	return total, nil
-}
-
-// write runs fn in one IMMEDIATE transaction on the write connection. Errors from
-// fn that are store sentinels pass through; the rest are described and classified.
-func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.fail(op, err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		if errors.Is(err, store.ErrNotOwner) || errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		return s.fail(op, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.fail(op, err)
-	}
-	return nil
 }
 
 func (s *Store) put(ctx context.Context, tx *sql.Tx, r store.Record) error {
@@ -430,7 +466,7 @@ func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.
 // in the same commit.
 func (s *Store) Resolve(ctx context.Context, t store.Transition, to store.State) error {
 	t.Now = micro(t.Now)
-	return s.write(ctx, "resolve", func(tx *sql.Tx) error {
+	return s.write(ctx, "resolve", false, func(ctx context.Context, tx *sql.Tx) error {
 		existing, found, err := scanRecord(tx.StmtContext(ctx, s.getW).QueryRowContext(ctx, t.Key))
 		if err != nil {
 			return err
@@ -455,7 +491,7 @@ func (s *Store) Pause(ctx context.Context, p store.Pause) error {
 	if err := p.Valid(); err != nil {
 		return err
 	}
-	return s.write(ctx, "pause in", func(tx *sql.Tx) error {
+	return s.write(ctx, "pause in", true, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idemgate_pauses (activity, effect, actor, reason, time)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (activity, effect) DO UPDATE SET actor = excluded.actor,
 			reason = excluded.reason, time = excluded.time`, p.Activity, p.Effect, p.Actor, p.Reason, p.Time.UnixMicro()); err != nil {
@@ -471,7 +507,7 @@ func (s *Store) Resume(ctx context.Context, p store.Pause) error {
 	if err := p.Valid(); err != nil {
 		return err
 	}
-	return s.write(ctx, "resume in", func(tx *sql.Tx) error {
+	return s.write(ctx, "resume in", true, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM idemgate_pauses WHERE activity = ? AND effect = ?`, p.Activity, p.Effect)
 		if err != nil {
 			return err

@@ -48,6 +48,13 @@ func TestConformanceSharedFile(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, path, sqlite.Options{}) })
 }
 
+func TestConformanceStrict(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idemgate.db")
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return open(t, path, sqlite.Options{Durability: store.DurabilityStrict})
+	})
+}
+
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 func claim(key, owner string) store.Claim {

@@ -30,6 +30,7 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/faultpoint"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/store"
 )
 
 func main() {
@@ -41,6 +42,7 @@ func run() int {
 	namespace := flag.String("namespace", "default", "namespace")
 	queue := flag.String("task-queue", "", "task queue")
 	storeSpec := flag.String("store", "", "SQLite path or PostgreSQL DSN")
+	durability := flag.String("durability", "claim", "claim or strict (store.Durability)")
 	gate := flag.Bool("gate", true, "run the idemgate interceptor (false: the bare worker the price is measured against)")
 	sticky := flag.Bool("sticky", true, "keep workflows in the sticky cache (false: a restarted worker picks them up at once)")
 	verbose := flag.Bool("v", false, "log the SDK's and the gate's lines to stderr")
@@ -93,7 +95,11 @@ func run() int {
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	var interceptors []sdkinterceptor.WorkerInterceptor
 	if *gate {
-		st, err := storeopen.Open(ctx, *storeSpec)
+		dur, err := store.ParseDurability(*durability)
+		if err != nil {
+			return fail("--durability: %v", err)
+		}
+		st, err := storeopen.OpenWith(ctx, *storeSpec, storeopen.Options{Durability: dur})
 		if err != nil {
 			return fail("%v", err)
 		}

@@ -45,7 +45,9 @@ var (
 	backend  = flag.String("backend", "sqlite", "sqlite, postgres or all")
 	dur      = flag.Duration("d", 6*time.Second, "time per measurement (split into rounds)")
 	rounds   = flag.Int("rounds", 12, "alternating store/bare rounds per measurement")
-	workers  = flag.String("workers", "1,8,32", "PostgreSQL worker counts (SQLite always uses 1)")
+	workers  = flag.String("workers", "1,8,32", "PostgreSQL worker counts")
+	durab    = flag.String("durability", "claim", "store durability: claim (only the claim synced) or strict (every step synced)")
+	sworkers = flag.String("sqlite-workers", "1", "SQLite worker counts (goroutines sharing one store; the bare side shares one connection, one sync per insert)")
 	path     = flag.String("path", "", "SQLite file (default: a new file in a temporary directory)")
 	memcheck = flag.Int("memcheck", 0, "claim+complete this many keys on -backend and print heap in use every 100k")
 	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of this process (store and bare rounds alike) to this file")
@@ -147,21 +149,19 @@ func main() {
 		}
 		return
 	}
-	fmt.Printf("go %s, %s/%s, %d CPUs, %v per measurement in %d rounds\n\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *dur, *rounds)
+	fmt.Printf("go %s, %s/%s, %d CPUs, %v per measurement in %d rounds, durability %s\n\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *dur, *rounds, *durab)
 	fmt.Println("| backend | workers | step | store ops/s | bare ops/s | store µs/op | bare µs/op | store/bare (all) | store/bare (median round) |")
 	fmt.Println("|---|---:|---|---:|---:|---:|---:|---:|---:|")
 	if *backend == "sqlite" || *backend == "all" {
-		s, closeFn := openStore(ctx, "sqlite", 1)
-		b := sqliteBare(ctx, *path)
-		compare(ctx, "SQLite", 1, s, b)
-		closeFn()
+		for _, n := range counts(*sworkers) {
+			s, closeFn := openStore(ctx, "sqlite", 1)
+			b := sqliteBare(ctx, *path)
+			compare(ctx, "SQLite", n, s, b)
+			closeFn()
+		}
 	}
 	if *backend == "postgres" || *backend == "all" {
-		for _, w := range strings.Split(*workers, ",") {
-			n, err := strconv.Atoi(w)
-			if err != nil {
-				log.Fatalf("-workers %q: %v", *workers, err)
-			}
+		for _, n := range counts(*workers) {
 			s, closeFn := openStore(ctx, "postgres", n)
 			b, closeBare := pgBare(ctx, n)
 			compare(ctx, "PostgreSQL", n, s, b)
@@ -172,6 +172,10 @@ func main() {
 }
 
 func openStore(ctx context.Context, which string, conns int) (store.Store, func()) {
+	d, err := store.ParseDurability(*durab)
+	if err != nil {
+		log.Fatal(err)
+	}
 	switch which {
 	case "sqlite":
 		if *path == "" {
@@ -181,13 +185,13 @@ func openStore(ctx context.Context, which string, conns int) (store.Store, func(
 			}
 			*path = filepath.Join(dir, "bench.db")
 		}
-		s, err := sqlite.Open(ctx, *path)
+		s, err := sqlite.OpenWith(ctx, *path, sqlite.Options{Durability: d})
 		if err != nil {
 			log.Fatal(err)
 		}
 		return s, func() { s.Close() }
 	case "postgres":
-		s, err := postgres.OpenWith(ctx, pgDSN(), postgres.Options{MaxConns: int32(conns)})
+		s, err := postgres.OpenWith(ctx, pgDSN(), postgres.Options{MaxConns: int32(conns), Durability: d})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -195,6 +199,19 @@ func openStore(ctx context.Context, which string, conns int) (store.Store, func(
 	}
 	log.Fatalf("-backend %q: want sqlite or postgres", which)
 	return nil, nil
+}
+
+// counts parses a comma-separated list of worker counts.
+func counts(list string) []int {
+	var out []int
+	for _, w := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 {
+			log.Fatalf("worker counts %q: want positive integers separated by commas", list)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func pgDSN() string {

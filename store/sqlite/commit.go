@@ -1,0 +1,261 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// The commit queue. Every write of this process goes through it: whoever finds
+// no commit running takes up to maxBatch queued writes into one BEGIN IMMEDIATE
+// transaction, runs each under its own SAVEPOINT (so one failure rolls back that
+// write alone), and commits once; the writes that queued meanwhile form the next
+// batch, led by the oldest of them. A batch holding a synced write (a claim, a
+// pause, or any write under DurabilityStrict) commits with synchronous=FULL, the
+// others with NORMAL on the same WAL: committed and visible, but on disk only
+// after the next synced commit, a checkpoint, or the flusher's sync of the WAL at
+// most FlushInterval later.
+
+// maxBatch bounds the writes in one transaction.
+const maxBatch = 128
+
+const (
+	levelNormal = 1 // PRAGMA synchronous values
+	levelFull   = 2
+)
+
+type job struct {
+	ctx  context.Context
+	op   string
+	sync bool
+	fn   func(context.Context, *sql.Tx) error
+	err  error
+	turn chan struct{} // this job's goroutine leads the next batch
+	done chan struct{} // err is set
+}
+
+// write runs fn in the next batch and returns its own outcome. sync says the
+// commit must be on disk before write returns (a claim or a pause). Errors from
+// fn that are store sentinels pass through; the rest are described and classified.
+func (s *Store) write(ctx context.Context, op string, sync bool, fn func(context.Context, *sql.Tx) error) error {
+	j := &job{ctx: ctx, op: op, sync: sync, fn: fn, turn: make(chan struct{}, 1), done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("idemgate/sqlite: %s %s: %w: the store is closed", op, s.path, store.ErrUnavailable)
+	}
+	s.queue = append(s.queue, j)
+	if !s.committing {
+		s.committing = true
+		j.turn <- struct{}{}
+	}
+	s.mu.Unlock()
+	select {
+	case <-j.done:
+	case <-j.turn:
+		s.lead()
+		<-j.done
+	}
+	return j.err
+}
+
+// lead commits one batch from the head of the queue (the caller's own job is
+// its first) and hands the next batch to the oldest job still queued.
+func (s *Store) lead() {
+	s.mu.Lock()
+	n := min(len(s.queue), maxBatch)
+	batch := make([]*job, n)
+	copy(batch, s.queue)
+	s.queue = s.queue[n:]
+	sync := s.strict || s.syncFailed
+	for _, j := range batch {
+		sync = sync || j.sync
+	}
+	s.mu.Unlock()
+
+	committed := s.commit(batch, sync)
+
+	s.mu.Lock()
+	if committed {
+		s.commits++
+		if sync {
+			s.synced = s.commits // the WAL is sequential: every earlier commit is on disk too
+		} else {
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if len(s.queue) > 0 {
+		s.queue[0].turn <- struct{}{}
+	} else {
+		s.committing = false
+		s.idle.Broadcast()
+	}
+	s.mu.Unlock()
+	for _, j := range batch {
+		close(j.done)
+	}
+}
+
+// commit runs batch in one transaction and sets every job's err. It reports
+// whether a transaction that wrote was committed.
+func (s *Store) commit(batch []*job, sync bool) bool {
+	live := batch[:0:0]
+	for _, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			j.err = s.fail(j.op, err)
+			continue
+		}
+		live = append(live, j)
+	}
+	if len(live) == 0 {
+		return false
+	}
+	fail := func(err error) bool {
+		for _, j := range live {
+			if j.err == nil {
+				j.err = s.fail(j.op, err)
+			}
+		}
+		return false
+	}
+	// Statements run without the callers' cancellation: an interrupted statement
+	// can roll back the whole transaction, and with it the neighbours' writes.
+	// The caller's context is checked above, before its write starts.
+	bg := context.Background()
+	level := levelNormal
+	if sync {
+		level = levelFull
+	}
+	if level != s.level {
+		if _, err := s.w.ExecContext(bg, "PRAGMA synchronous = "+strconv.Itoa(level)); err != nil {
+			return fail(err)
+		}
+		s.level = level
+	}
+	tx, err := s.w.BeginTx(bg, nil)
+	if err != nil {
+		return fail(err)
+	}
+	ok := 0
+	for i, j := range live {
+		ctx := context.WithoutCancel(j.ctx)
+		if len(live) == 1 {
+			if j.err = j.fn(ctx, tx); j.err != nil {
+				_ = tx.Rollback()
+				j.err = s.classify(j.op, j.err)
+				return false
+			}
+			ok++
+			break
+		}
+		sp := "w" + strconv.Itoa(i)
+		if _, err := tx.ExecContext(bg, "SAVEPOINT "+sp); err != nil {
+			_ = tx.Rollback()
+			return fail(err)
+		}
+		if j.err = j.fn(ctx, tx); j.err != nil {
+			j.err = s.classify(j.op, j.err)
+			if _, err := tx.ExecContext(bg, "ROLLBACK TO "+sp); err != nil {
+				_ = tx.Rollback()
+				return fail(err)
+			}
+		} else {
+			ok++
+		}
+		if _, err := tx.ExecContext(bg, "RELEASE "+sp); err != nil {
+			_ = tx.Rollback()
+			return fail(err)
+		}
+	}
+	if ok == 0 {
+		_ = tx.Rollback()
+		return false
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit(tx, len(live))
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return true
+}
+
+// classify passes the store sentinels through and describes the rest.
+func (s *Store) classify(op string, err error) error {
+	if errors.Is(err, store.ErrNotOwner) || errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return s.fail(op, err)
+}
+
+// flusher syncs the WAL at most FlushInterval after a commit that was not
+// synced, unless a synced commit came first, until stop closes.
+func (s *Store) flusher(every time.Duration) {
+	defer close(s.flushed)
+	t := time.NewTimer(every)
+	t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+		}
+		t.Reset(every)
+		select {
+		case <-s.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		_ = s.flush()
+	}
+}
+
+// flush syncs the WAL when a commit is not on disk yet. A failed sync makes
+// every later commit synchronous (synchronous=FULL), since the unsynced commits
+// may never reach the disk.
+func (s *Store) flush() error {
+	s.mu.Lock()
+	target := s.commits
+	if s.synced >= target {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	err := s.syncWAL()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.syncFailed = true
+		return fmt.Errorf("idemgate/sqlite: sync the WAL of %s: %w: %w; every later commit is synced; check the disk", s.path, store.ErrUnavailable, err)
+	}
+	s.synced = max(s.synced, target)
+	s.flushes++
+	return nil
+}
+
+// syncWAL makes the -wal file's written frames durable. fsync covers every
+// write to the file, through any descriptor, by this process or another.
+func syncWAL(path string) error {
+	f, err := os.Open(path + "-wal")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // checkpointed and removed: the frames are in the database file, synced
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

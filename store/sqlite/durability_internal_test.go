@@ -1,0 +1,336 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+var d0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+func openInternal(t *testing.T, o Options) *Store {
+	t.Helper()
+	s, err := OpenWith(context.Background(), filepath.Join(t.TempDir(), "idemgate.db"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func dClaim(key, owner string) store.Claim {
+	return store.Claim{Key: key, Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h1", Owner: owner,
+		Lease: d0.Add(time.Minute), Window: time.Hour, WorkflowID: "wf", RunID: "run", Attempt: 1, Now: d0}
+}
+
+func dTransition(key, owner string, d store.Decision) store.Transition {
+	return store.Transition{Key: key, Owner: owner, Now: d0.Add(time.Second), Window: time.Hour,
+		Receipt: store.Receipt{Key: key, Activity: "ChargeCard", Effect: "destructive", Decision: d, ArgsHash: "h1"}}
+}
+
+// levels records PRAGMA synchronous, as SQLite reports it inside each batch's
+// transaction, just before the commit.
+type levels struct {
+	mu  sync.Mutex
+	got []int
+}
+
+func (l *levels) hook(t *testing.T) func(*sql.Tx, int) {
+	return func(tx *sql.Tx, _ int) {
+		var v int
+		if err := tx.QueryRow("PRAGMA synchronous").Scan(&v); err != nil {
+			t.Errorf("PRAGMA synchronous: %v", err)
+		}
+		l.mu.Lock()
+		l.got = append(l.got, v)
+		l.mu.Unlock()
+	}
+}
+
+func (l *levels) take() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.got
+	l.got = nil
+	return out
+}
+
+func TestClaimCommitsSynchronously(t *testing.T) {
+	ctx := context.Background()
+	pause := store.Pause{Activity: "ChargeCard", Actor: "ops", Reason: "test", Time: d0}
+	steps := []struct {
+		name string
+		do   func(s *Store) error
+		// PRAGMA synchronous of the commit: 2 FULL, 1 NORMAL.
+		claim, strict int
+	}{
+		{"claim", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k1", "a")); return err }, 2, 2},
+		{"complete", func(s *Store) error { return s.Complete(ctx, dTransition("k1", "a", store.DecisionRan)) }, 1, 2},
+		{"claim k2", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k2", "a")); return err }, 2, 2},
+		{"release", func(s *Store) error { return s.Release(ctx, dTransition("k2", "a", store.DecisionReleased)) }, 1, 2},
+		{"claim k3", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k3", "a")); return err }, 2, 2},
+		{"unknown", func(s *Store) error { return s.Abandon(ctx, dTransition("k3", "a", store.DecisionUnknown)) }, 1, 2},
+		{"read receipt", func(s *Store) error {
+			return s.Append(ctx, store.Receipt{Time: d0, Key: "r1", Activity: "Search", Effect: "read", Decision: store.DecisionRan})
+		}, 1, 2},
+		{"pause", func(s *Store) error { return s.Pause(ctx, pause) }, 2, 2},
+		{"resume", func(s *Store) error { return s.Resume(ctx, pause) }, 2, 2},
+	}
+	for _, d := range []store.Durability{store.DurabilityClaim, store.DurabilityStrict} {
+		t.Run(d.String(), func(t *testing.T) {
+			s := openInternal(t, Options{Durability: d})
+			var l levels
+			s.beforeCommit = l.hook(t)
+			for _, st := range steps {
+				if err := st.do(s); err != nil {
+					t.Fatalf("%s: %v", st.name, err)
+				}
+				want := st.claim
+				if d == store.DurabilityStrict {
+					want = st.strict
+				}
+				if got := l.take(); len(got) != 1 || got[0] != want {
+					t.Errorf("%s under %s: committed with synchronous %v, want [%d]", st.name, d, got, want)
+				}
+			}
+		})
+	}
+}
+
+func (s *Store) counters() (commits, synced, flushes int64, failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commits, s.synced, s.flushes, s.syncFailed
+}
+
+func TestUnsyncedCommitIsFlushed(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{FlushInterval: 20 * time.Millisecond})
+	var (
+		mu    sync.Mutex
+		syncs []time.Time
+	)
+	inner := s.syncWAL
+	s.syncWAL = func() error {
+		mu.Lock()
+		syncs = append(syncs, time.Now())
+		mu.Unlock()
+		return inner()
+	}
+	if _, _, err := s.Begin(ctx, dClaim("k1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if c, sy, _, _ := s.counters(); sy != c {
+		t.Fatalf("after a synced claim: %d commits, %d synced; want all synced", c, sy)
+	}
+	mu.Lock()
+	n := len(syncs)
+	mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the flusher synced %d times after a synced commit alone; want 0", n)
+	}
+
+	committed := time.Now()
+	if err := s.Complete(ctx, dTransition("k1", "a", store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	if c, sy, _, _ := s.counters(); sy >= c {
+		t.Fatalf("right after an unsynced completion: %d commits, %d synced; want it unsynced", c, sy)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, sy, fl, _ := s.counters()
+		if sy == c && fl == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after an unsynced completion: %d commits, %d synced, %d flushes; want the flusher to sync it", c, sy, fl)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(syncs) != 1 || syncs[0].Sub(committed) < 20*time.Millisecond {
+		t.Fatalf("syncs %v after the commit at %v; want one, FlushInterval after it", syncs, committed)
+	}
+}
+
+func TestFailedSyncMakesEveryCommitSynchronous(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{FlushInterval: 10 * time.Millisecond})
+	s.syncWAL = func() error { return errors.New("EIO") }
+	var l levels
+	s.beforeCommit = l.hook(t)
+	if _, _, err := s.Begin(ctx, dClaim("k1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, dTransition("k1", "a", store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, _, _, failed := s.counters(); !failed; _, _, _, failed = s.counters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the flusher never tried the failing sync")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := s.Append(ctx, store.Receipt{Time: d0, Key: "r1", Activity: "Search", Effect: "read", Decision: store.DecisionRan}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.take(); fmt.Sprint(got) != "[2 1 2]" {
+		t.Fatalf("synchronous of claim, completion, then a receipt after a failed sync = %v; want [2 1 2]", got)
+	}
+}
+
+// holdFirstBatch makes the first batch wait, before its commit, until want more
+// writes are queued, so that they all form the next batch. It records the size
+// of each batch.
+func holdFirstBatch(t *testing.T, s *Store, want int) *[]int {
+	var (
+		sizes []int
+		first = true
+	)
+	s.beforeCommit = func(_ *sql.Tx, n int) {
+		sizes = append(sizes, n) // only the batch leader runs this, one at a time
+		if !first {
+			return
+		}
+		first = false
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			s.mu.Lock()
+			q := len(s.queue)
+			s.mu.Unlock()
+			if q >= want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("only %d writes queued behind the first batch; want %d", q, want)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return &sizes
+}
+
+func TestConcurrentClaimsShareOneCommit(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{})
+	const claims, keys = 30, 10
+	sizes := holdFirstBatch(t, s, claims-1)
+	outcomes := make([]store.Outcome, claims)
+	var wg sync.WaitGroup
+	for i := range claims {
+		wg.Go(func() {
+			o, _, err := s.Begin(ctx, dClaim(fmt.Sprintf("k%d", i%keys), fmt.Sprintf("owner-%d", i)))
+			if err != nil {
+				t.Errorf("Begin %d: %v", i, err)
+			}
+			outcomes[i] = o
+		})
+	}
+	wg.Wait()
+	if len(*sizes) >= claims || len(*sizes) != 2 || (*sizes)[1] != claims-1 {
+		t.Errorf("%d claims committed in batches %v; want the 29 that queued behind the first in one", claims, *sizes)
+	}
+	for k := range keys {
+		var won, inFlight int
+		for i := k; i < claims; i += keys {
+			switch outcomes[i] {
+			case store.OutcomeClaimed:
+				won++
+			case store.OutcomeInFlight:
+				inFlight++
+			}
+		}
+		rec, err := s.Get(ctx, fmt.Sprintf("k%d", k))
+		if won != 1 || inFlight != claims/keys-1 || err != nil || rec.State != store.StateClaimed {
+			t.Errorf("key k%d: %d winners, %d in flight, record %+v, %v; want one winner, the rest in flight", k, won, inFlight, rec, err)
+		}
+	}
+	// Every claim in the batch was synced with it.
+	if c, sy, _, _ := s.counters(); sy != c {
+		t.Errorf("%d commits, %d synced; want every claim batch synced", c, sy)
+	}
+}
+
+// One write of a batch fails after it has written; its neighbours, before and
+// after it, commit, and its own partial write does not.
+func TestBatchKeepsEachOutcome(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{})
+	sizes := holdFirstBatch(t, s, 3)
+	boom := errors.New("boom")
+	receipt := func(key string) store.Receipt {
+		return store.Receipt{Time: d0, Key: key, Activity: "Search", Effect: "read", Decision: store.DecisionRan}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { // the first batch, held until the three below are queued
+		if err := s.Append(ctx, receipt("first")); err != nil {
+			t.Errorf("Append(first): %v", err)
+		}
+	})
+	for s.queueLen() == 0 && !s.isCommitting() {
+		time.Sleep(time.Millisecond)
+	}
+	errs := make([]error, 3)
+	wg.Go(func() { _, _, errs[0] = s.Begin(ctx, dClaim("before", "a")) })
+	waitQueued(s, 1)
+	wg.Go(func() {
+		errs[1] = s.write(ctx, "test", false, func(ctx context.Context, tx *sql.Tx) error {
+			if err := s.appendTx(ctx, tx, receipt("failing")); err != nil {
+				return err
+			}
+			return boom
+		})
+	})
+	waitQueued(s, 2)
+	wg.Go(func() { errs[2] = s.Append(ctx, receipt("after")) })
+	wg.Wait()
+	if fmt.Sprint(*sizes) != "[1 3]" {
+		t.Fatalf("batches %v; want [1 3]", *sizes)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], boom) || errs[2] != nil {
+		t.Fatalf("outcomes %v; want nil, boom, nil", errs)
+	}
+	if rec, err := s.Get(ctx, "before"); err != nil || rec.State != store.StateClaimed {
+		t.Errorf("the claim before the failure: %+v, %v; want it committed", rec, err)
+	}
+	for key, want := range map[string]int{"first": 1, "failing": 0, "after": 1} {
+		rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key})
+		if err != nil || len(rs) != want {
+			t.Errorf("receipts of %s: %d, %v; want %d", key, len(rs), err, want)
+		}
+	}
+}
+
+func (s *Store) queueLen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+func (s *Store) isCommitting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.committing
+}
+
+func waitQueued(s *Store, n int) {
+	for s.queueLen() < n {
+		time.Sleep(time.Millisecond)
+	}
+}
