@@ -1,7 +1,6 @@
 package interceptor
 
 import (
-	"cmp"
 	"fmt"
 	"strconv"
 	"sync"
@@ -55,8 +54,11 @@ type workflowInbound struct {
 	sdkinterceptor.WorkflowInboundInterceptorBase
 	root       *root
 	generation int
-	scope      string
-	counts     map[string]int
+	// parent is the parent token from the start header ("" for a top-level workflow).
+	parent   string
+	scope    string
+	counts   map[string]int
+	children map[string]int
 }
 
 func (w *workflowInbound) Init(outbound sdkinterceptor.WorkflowOutboundInterceptor) error {
@@ -69,6 +71,7 @@ func (w *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *sdkintercept
 	if p := sdkinterceptor.WorkflowHeader(ctx)[headerGeneration]; p != nil {
 		w.generation, _ = strconv.Atoi(string(p.Data))
 	}
+	w.parent = readToken(sdkinterceptor.WorkflowHeader(ctx))
 	return w.Next.ExecuteWorkflow(ctx, in)
 }
 
@@ -98,8 +101,14 @@ func (o *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityTy
 func (o *workflowOutbound) NewContinueAsNewError(ctx workflow.Context, wfn any, args ...any) error {
 	if h := sdkinterceptor.WorkflowHeader(ctx); h != nil {
 		h[headerGeneration] = &commonpb.Payload{Metadata: jsonPlain, Data: []byte(strconv.Itoa(o.wf.generation + 1))}
+		setToken(h, o.wf.parent)
 	}
 	return o.Next.NewContinueAsNewError(ctx, wfn, args...)
+}
+
+func (o *workflowOutbound) ExecuteChildWorkflow(ctx workflow.Context, childType string, args ...any) workflow.ChildWorkflowFuture {
+	o.stampChild(ctx, childType)
+	return o.Next.ExecuteChildWorkflow(ctx, childType, args...)
 }
 
 // stamp mints the key of this call from deterministic inputs only (namespace,
@@ -111,6 +120,9 @@ func (o *workflowOutbound) NewContinueAsNewError(ctx workflow.Context, wfn any, 
 // scheduled, with an error that names the activity and the argument.
 func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args []any) error {
 	w := o.wf
+	if sdkInternal(activityType) {
+		return nil // the SDK's own activities (sessions) are never keyed or gated
+	}
 	if e := w.root.classify(activityType).Effect; e != Read {
 		if _, err := canon.Encode(nil, args); err != nil {
 			return appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was scheduled. Next step: pass plain data "+
@@ -119,17 +131,7 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 		}
 	}
 	info := workflow.GetInfo(ctx)
-	if w.scope == "" {
-		gen := strconv.Itoa(w.generation)
-		switch w.root.opts.Scope {
-		case ScopeWorkflowID:
-			w.scope = "workflow-id\x00" + info.WorkflowExecution.ID + "\x00" + gen
-		default:
-			w.scope = "execution\x00" + info.WorkflowExecution.ID + "\x00" +
-				cmp.Or(info.OriginalRunID, info.WorkflowExecution.RunID) + "\x00" + gen
-		}
-		w.counts = map[string]int{}
-	}
+	w.keyScope(ctx)
 	w.counts[activityType]++
 	h := callHeader{
 		Key:   occurrenceKey(info.Namespace, w.scope, activityType, w.counts[activityType]),
