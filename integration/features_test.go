@@ -257,61 +257,83 @@ func TestFeatureSchedule(t *testing.T) {
 	for _, scope := range []interceptor.Scope{interceptor.ScopeExecution, interceptor.ScopeWorkflowID} {
 		t.Run(scope.String(), func(t *testing.T) {
 			r := newFeatureRig(t, interceptor.Options{Scope: scope}, worker.Options{})
-			ctx := context.Background()
-			id := "sched-" + scope.String()
-			h, err := r.c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-				ID: id, Spec: client.ScheduleSpec{}, Paused: false, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL,
-				Action: &client.ScheduleWorkflowAction{ID: id + "-wf", Workflow: Steps, Args: []any{[]string{"ChargeCard"}},
-					TaskQueue: r.queue, WorkflowExecutionTimeout: time.Minute},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = h.Delete(ctx) }()
-			// Trigger twice just after a second begins: the scheduler names both runs
-			// after the same second; the second starts when the first has finished.
-			for time.Now().Nanosecond() > 100e6 {
-				time.Sleep(5 * time.Millisecond)
-			}
-			for range 2 {
-				if err := h.Trigger(ctx, client.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var actions []client.ScheduleActionResult
-			defer func() {
-				if t.Failed() {
-					for _, a := range actions {
-						t.Logf("scheduled run %s %s", a.StartWorkflowResult.WorkflowID, a.StartWorkflowResult.FirstExecutionRunID)
+			// The two triggers must land in one second; on a loaded machine they may
+			// not, and then the pair is tried again with a new schedule.
+			for try := 1; ; try++ {
+				before := r.v.total()
+				ids := r.triggerTwice(fmt.Sprintf("sched-%s-%d", scope, try))
+				if ids[0] != ids[1] {
+					if try < 4 {
+						t.Logf("try %d: the triggers started %s and %s, in two seconds; again", try, ids[0], ids[1])
+						continue
 					}
+					t.Fatalf("the triggers never landed in one second (%s, %s): the test needs one workflow ID for "+
+						"both runs", ids[0], ids[1])
 				}
-			}()
-			waitForCond(t, "two scheduled runs to finish", 45*time.Second, func() bool {
-				d, err := h.Describe(ctx)
-				if err != nil {
-					return false
+				if k := r.v.keys()[before:]; len(k) != 2 || k[0] == k[1] {
+					t.Fatalf("two scheduled runs of %s charged with keys %q: want one charge each, with distinct keys", ids[0], k)
 				}
-				actions = d.Info.RecentActions
-				if len(actions) < 2 {
-					return false
-				}
-				for _, a := range actions {
-					st, err := r.c.DescribeWorkflowExecution(ctx, a.StartWorkflowResult.WorkflowID, a.StartWorkflowResult.FirstExecutionRunID)
-					if err != nil || st.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-						return false
-					}
-				}
-				return true
-			})
-			if a, b := actions[0].StartWorkflowResult, actions[1].StartWorkflowResult; a.WorkflowID != b.WorkflowID {
-				t.Fatalf("the two triggers started %s and %s: they did not land in one second; the test needs "+
-					"one workflow ID for both runs", a.WorkflowID, b.WorkflowID)
-			}
-			if k := r.v.keys(); len(k) != 2 || k[0] == k[1] {
-				t.Fatalf("two scheduled runs charged with keys %q: want one charge each, with distinct keys", k)
+				return
 			}
 		})
 	}
+}
+
+// triggerTwice creates a schedule id that runs Steps(ChargeCard), triggers it twice,
+// waits until both runs finished, and returns their workflow IDs.
+func (r *rig) triggerTwice(id string) [2]string {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	h, err := r.c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID: id, Spec: client.ScheduleSpec{}, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL,
+		Action: &client.ScheduleWorkflowAction{ID: id + "-wf", Workflow: Steps, Args: []any{[]string{"ChargeCard"}},
+			TaskQueue: r.queue, WorkflowExecutionTimeout: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.Delete(ctx) }()
+	var actions []client.ScheduleActionResult
+	// finished reports whether n runs started and all of them completed.
+	finished := func(n int) bool {
+		d, err := h.Describe(ctx)
+		if err != nil {
+			return false
+		}
+		actions = d.Info.RecentActions
+		for _, a := range actions {
+			st, err := r.c.DescribeWorkflowExecution(ctx, a.StartWorkflowResult.WorkflowID, a.StartWorkflowResult.FirstExecutionRunID)
+			if err != nil || st.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+				return false
+			}
+		}
+		if len(actions) == n-1 {
+			// A buffered start waits until the scheduler sees the run before it
+			// finished, through a long-poll watcher that is slow on a loaded machine;
+			// its refresh signal (what the server sends it) makes it look now.
+			_ = r.c.SignalWorkflow(ctx, "temporal-sys-scheduler:"+id, "", "refresh", nil)
+		}
+		return len(actions) >= n
+	}
+	trigger := func() {
+		if err := h.Trigger(ctx, client.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Just after a second begins. The second trigger goes once the first is seen:
+	// the scheduler keeps one pending trigger, so two at once may merge into one.
+	for time.Now().Nanosecond() > 100e6 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	trigger()
+	waitForCond(t, "the first scheduled run to start", 30*time.Second, func() bool {
+		d, err := h.Describe(ctx)
+		return err == nil && d.Info.NumActions >= 1
+	})
+	trigger()
+	waitForCond(t, "two scheduled runs to finish", 45*time.Second, func() bool { return finished(2) })
+	return [2]string{actions[0].StartWorkflowResult.WorkflowID, actions[1].StartWorkflowResult.WorkflowID}
 }
 
 // Session is a workflow that keeps a worker session open for three seconds (heartbeat
