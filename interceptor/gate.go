@@ -65,6 +65,9 @@ type call struct {
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
 	r := a.root
 	info := activity.GetInfo(ctx)
+	if sdkInternal(info.ActivityType.Name) {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
 	c := &call{r: r, ctx: ctx, info: info, name: info.ActivityType.Name, now: r.opts.Now()}
 	name, err := r.opts.effectiveName(c.name, in.Args)
 	if err != nil {
@@ -243,9 +246,14 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 			c.abandon(errors.New("the activity panicked"), store.DecisionUnknown)
 		}
 	}()
-	res, err = next.ExecuteActivity(attempt.NewContext(actx, st), in)
+	actx = context.WithValue(attempt.NewContext(actx, st), handOffCtx{}, c.handOff())
+	res, err = next.ExecuteActivity(actx, in)
 	finished = true
 	faultpoint.Hit(faultpoint.AfterAnswer)
+	if err == activity.ErrResultPending { // compared by identity, as the SDK does
+		c.handedOff()
+		return nil, err
+	}
 	if err != nil {
 		obs := st.Observations()
 		if definite(err, obs) {

@@ -1,7 +1,6 @@
 package interceptor
 
 import (
-	"cmp"
 	"fmt"
 	"strconv"
 	"sync"
@@ -60,8 +59,11 @@ type workflowInbound struct {
 	sdkinterceptor.WorkflowInboundInterceptorBase
 	root       *root
 	generation int
-	scope      string
-	counts     map[string]int
+	// parent is the parent token from the start header ("" for a top-level workflow).
+	parent   string
+	scope    string
+	counts   map[string]int
+	children map[string]int
 }
 
 func (w *workflowInbound) Init(outbound sdkinterceptor.WorkflowOutboundInterceptor) error {
@@ -74,6 +76,7 @@ func (w *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *sdkintercept
 	if p := sdkinterceptor.WorkflowHeader(ctx)[headerGeneration]; p != nil {
 		w.generation, _ = strconv.Atoi(string(p.Data))
 	}
+	w.parent = readToken(sdkinterceptor.WorkflowHeader(ctx))
 	return w.Next.ExecuteWorkflow(ctx, in)
 }
 
@@ -103,8 +106,14 @@ func (o *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityTy
 func (o *workflowOutbound) NewContinueAsNewError(ctx workflow.Context, wfn any, args ...any) error {
 	if h := sdkinterceptor.WorkflowHeader(ctx); h != nil {
 		h[headerGeneration] = &commonpb.Payload{Metadata: jsonPlain, Data: []byte(strconv.Itoa(o.wf.generation + 1))}
+		setToken(h, o.wf.parent)
 	}
 	return o.Next.NewContinueAsNewError(ctx, wfn, args...)
+}
+
+func (o *workflowOutbound) ExecuteChildWorkflow(ctx workflow.Context, childType string, args ...any) workflow.ChildWorkflowFuture {
+	o.stampChild(ctx, childType)
+	return o.Next.ExecuteChildWorkflow(ctx, childType, args...)
 }
 
 // stamp mints the key of this call from deterministic inputs only (namespace,
@@ -117,6 +126,9 @@ func (o *workflowOutbound) NewContinueAsNewError(ctx workflow.Context, wfn any, 
 // scheduled, with an error that names the activity and the argument.
 func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args []any) error {
 	w := o.wf
+	if sdkInternal(activityType) {
+		return nil // the SDK's own activities (sessions) are never keyed or gated
+	}
 	activityType, err := w.root.opts.effectiveName(activityType, args)
 	if err != nil {
 		return appError(err.Error(), ErrTypeArgsInvalid, true, 0)
@@ -129,18 +141,7 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 		}
 	}
 	info := workflow.GetInfo(ctx)
-	if w.scope == "" {
-		gen := strconv.Itoa(w.generation)
-		switch w.root.opts.Scope {
-		case ScopeWorkflowID:
-			w.scope = "workflow-id\x00" + info.WorkflowExecution.ID + "\x00" + gen
-		default:
-			w.scope = "execution\x00" + info.WorkflowExecution.ID + "\x00" +
-				cmp.Or(info.OriginalRunID, info.WorkflowExecution.RunID) + "\x00" + gen
-		}
-		w.counts = map[string]int{}
-	}
-	h := callHeader{Scope: w.scope}
+	h := callHeader{Scope: w.keyScope(ctx)}
 	if b, ok := ctx.Value(businessKeyCtx{}).(string); ok {
 		h.Business, h.HasBusiness = b, true
 	}

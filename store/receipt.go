@@ -26,6 +26,10 @@ const (
 	DecisionReleased Decision = "released"
 	// DecisionUnknown: the attempt ended without proof either way; the claim stays.
 	DecisionUnknown Decision = "unknown"
+	// DecisionHandedOff: the write's activity returned activity.ErrResultPending and
+	// handed its completion to other code (interceptor.CompleteAsync); the claim stays
+	// with the attempt until that code stores the outcome or the attempt's deadline passes.
+	DecisionHandedOff Decision = "handed-off"
 	// DecisionResolved: a person or reconciler settled an unknown outcome; the
 	// receipt's Resolution says which way.
 	DecisionResolved Decision = "resolved"
@@ -46,7 +50,7 @@ const (
 // Decisions lists every decision a store keeps, for validating filters.
 var Decisions = []Decision{DecisionRan, DecisionClaimed, DecisionTakenOver, DecisionReplayed,
 	DecisionRefusedInFlight, DecisionRefusedConflict, DecisionGated, DecisionReleased, DecisionUnknown,
-	DecisionResolved, DecisionPaused, DecisionResumed}
+	DecisionHandedOff, DecisionResolved, DecisionPaused, DecisionResumed}
 
 // Receipt is one append-only line of evidence.
 type Receipt struct {

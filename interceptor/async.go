@@ -1,0 +1,143 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// HandOff is what an activity that completes asynchronously (it returns
+// activity.ErrResultPending) hands to the code that completes it later: the task
+// token for the Temporal client, and the gated call's key and owner, so that the
+// completer can store the outcome under the key before it completes the activity.
+// It encodes to JSON, for a completer in another process.
+type HandOff struct {
+	// TaskToken is activity.GetInfo(ctx).TaskToken, for client.CompleteActivity.
+	TaskToken []byte `json:"taskToken"`
+	// Key and Owner name the claim of this attempt; empty for a read (nothing to store).
+	Key   string `json:"key,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	// The call, for the receipt CompleteAsync appends.
+	Activity   string `json:"activity,omitempty"`
+	Effect     string `json:"effect,omitempty"`
+	ArgsHash   string `json:"argsHash,omitempty"`
+	WorkflowID string `json:"workflowId,omitempty"`
+	RunID      string `json:"runId,omitempty"`
+	Attempt    int32  `json:"attempt,omitempty"`
+}
+
+type handOffCtx struct{}
+
+// AsyncToken returns, inside an activity, what to hand to the code that completes
+// it asynchronously: pass the HandOff to CompleteAsync instead of the bare task
+// token to client.CompleteActivity. Inside a write run through the gate it carries
+// the key and owner of the attempt's claim; the gate records the hand-off (decision
+// handed-off) when the activity returns activity.ErrResultPending, and keeps the
+// claim until CompleteAsync stores the outcome or the attempt's deadline passes.
+func AsyncToken(ctx context.Context) (HandOff, error) {
+	if !activity.IsActivity(ctx) {
+		return HandOff{}, errors.New("idemgate: AsyncToken called outside an activity")
+	}
+	h, _ := ctx.Value(handOffCtx{}).(HandOff)
+	h.TaskToken = activity.GetInfo(ctx).TaskToken
+	return h, nil
+}
+
+// AsyncCompleter completes an activity by its task token; client.Client is one.
+type AsyncCompleter interface {
+	CompleteActivity(ctx context.Context, taskToken []byte, result any, err error) error
+}
+
+// CompleteAsync completes an activity that returned activity.ErrResultPending. It
+// stores the outcome under the call's key first, owner-checked — result (err nil)
+// completes the key, so a repeat of the write (a retry, a reset that re-runs it)
+// returns it; an error wrapped with NotCommitted releases the key; any other error
+// leaves the outcome unknown, as for a synchronous attempt — and then completes the
+// activity through c. opts are the worker's interceptor options (Store and
+// DataConverter matter: give the converter the client uses).
+//
+// A store error returns before the activity is completed: call CompleteAsync again.
+// When the claim is no longer this attempt's (the attempt's deadline passed and
+// another attempt took over), nothing is stored or completed and the error says so.
+// Calling it again after a failed completion is safe.
+func CompleteAsync(ctx context.Context, c AsyncCompleter, opts Options, h HandOff, result any, err error) error {
+	if h.Key != "" {
+		if serr := storeAsync(ctx, opts, h, result, err); serr != nil {
+			return serr
+		}
+	}
+	if cerr := c.CompleteActivity(ctx, h.TaskToken, result, err); cerr != nil {
+		return fmt.Errorf("idemgate: %s key %s: the outcome is stored, but completing the activity failed: %w. "+
+			"Next step: call CompleteAsync again (a retry of the activity returns the stored outcome)", h.Activity, h.Key, cerr)
+	}
+	return nil
+}
+
+func storeAsync(ctx context.Context, opts Options, h HandOff, result any, cause error) error {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	now := o.Now()
+	rec := store.Receipt{Time: now, Key: h.Key, Activity: h.Activity, Effect: h.Effect, ArgsHash: h.ArgsHash,
+		WorkflowID: h.WorkflowID, RunID: h.RunID, Attempt: h.Attempt}
+	t := store.Transition{Key: h.Key, Owner: h.Owner, Now: now, Window: o.Window}
+	op, want := o.Store.Complete, store.StateCompleted
+	switch {
+	case cause != nil && errors.Is(cause, ErrNotCommitted):
+		op, want, rec.Decision, rec.Error = o.Store.Release, store.StateReleased, store.DecisionReleased, cause.Error()
+	case cause != nil:
+		op, want, rec.Decision, rec.Error = o.Store.Abandon, store.StateUnknown, store.DecisionUnknown, cause.Error()
+	default:
+		data, eerr := encodeResult(o.DataConverter, result)
+		if eerr != nil {
+			return fmt.Errorf("idemgate: %s key %s: the result cannot be encoded: %w. Nothing was stored or completed. "+
+				"Next step: complete it with a value the data converter can encode", h.Activity, h.Key, eerr)
+		}
+		if len(data) > o.MaxResultSize {
+			t.ResultOmitted = true
+		} else {
+			t.Result = data
+			rec.ResultRef = resultRef(data)
+		}
+		rec.Decision = store.DecisionRan
+	}
+	t.Receipt = rec
+	err = op(ctx, t)
+	if errors.Is(err, store.ErrNotOwner) {
+		// Stored by an earlier call of CompleteAsync for this hand-off: go on and complete.
+		if r, gerr := o.Store.Get(ctx, h.Key); gerr == nil && r.Owner == h.Owner && r.State == want {
+			return nil
+		}
+		return fmt.Errorf("idemgate: %s key %s: this attempt (%d) no longer holds the claim (its deadline passed "+
+			"and another attempt took over, or the key was resolved); its outcome is not stored and the activity is "+
+			"not completed. Next step: see `idemgate receipts --key %s`: %w", h.Activity, h.Key, h.Attempt, h.Key, err)
+	}
+	if err != nil {
+		return fmt.Errorf("idemgate: %s key %s: could not store the outcome: %w. Nothing was completed. "+
+			"Next step: check the store, then call CompleteAsync again", h.Activity, h.Key, err)
+	}
+	return nil
+}
+
+// handOff is what AsyncToken hands out for this attempt.
+func (c *call) handOff() HandOff {
+	return HandOff{Key: c.key, Owner: c.owner, Activity: c.name, Effect: c.effect.String(), ArgsHash: c.hash,
+		WorkflowID: c.info.WorkflowExecution.ID, RunID: c.info.WorkflowExecution.RunID, Attempt: c.info.Attempt}
+}
+
+// handedOff records that the body returned activity.ErrResultPending: the claim stays
+// claimed (the attempt runs on until its deadline) and CompleteAsync stores the outcome.
+func (c *call) handedOff() {
+	r := c.receipt(store.DecisionHandedOff)
+	r.Time = c.r.opts.Now()
+	if err := c.r.opts.Store.Append(context.WithoutCancel(c.ctx), r); err != nil {
+		activity.GetLogger(c.ctx).Warn("idemgate: hand-off receipt not stored (the claim stays)",
+			"activity", c.name, "key", c.key, "error", err)
+	}
+	c.signal(store.DecisionHandedOff, nil)
+}
