@@ -37,6 +37,9 @@ type PlanInput struct {
 	History []StepRecord `json:"history"`
 	// Script, when set, plans this job instead of the worker's planner.
 	Script *Script `json:"script,omitempty"`
+	// Tools are the tools the worker offers; PlanNextStep sets them (they are not
+	// part of the activity's input).
+	Tools Toolset `json:"-"`
 }
 
 // Planner decides the next step.
@@ -47,6 +50,9 @@ type Planner interface {
 // Planning is the planner activity. Register with worker.RegisterActivity(&Planning{...}).
 type Planning struct {
 	Planner Planner
+	// Tools are the tools the planner may call. Optional: nil means Registry; a
+	// worker with MCP servers gives Registry followed by MCPTools of each.
+	Tools Toolset
 }
 
 // ErrTypePlanInvalid is the type of the error a planner's invalid step fails with.
@@ -62,6 +68,10 @@ func (p *Planning) PlanNextStep(ctx context.Context, in PlanInput) (Step, error)
 	if planner == nil {
 		return Step{}, temporal.NewNonRetryableApplicationError("no planner: give the worker one, or the job a script", ErrTypePlanInvalid, nil)
 	}
+	in.Tools = p.Tools
+	if in.Tools == nil {
+		in.Tools = Registry
+	}
 	step, err := planner.Next(ctx, in)
 	if err != nil {
 		return Step{}, err
@@ -69,7 +79,7 @@ func (p *Planning) PlanNextStep(ctx context.Context, in PlanInput) (Step, error)
 	if step.Done {
 		return step, nil
 	}
-	if err := CheckCall(step.Tool, step.Args); err != nil {
+	if err := in.Tools.CheckCall(step.Tool, step.Args); err != nil {
 		return Step{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("planner step %d: %v", len(in.History)+1, err),
 			ErrTypePlanInvalid, nil)
 	}
@@ -91,8 +101,12 @@ func (s Script) Next(_ context.Context, in PlanInput) (Step, error) {
 	return Step{Done: true, Reason: "script finished"}, nil
 }
 
-// Check validates every step of the script, so a bad plan fails before anything runs.
-func (s Script) Check() error {
+// Check validates every step of the script against Registry, so a bad plan fails
+// before anything runs.
+func (s Script) Check() error { return s.CheckWith(Registry) }
+
+// CheckWith validates every step of the script against the tools.
+func (s Script) CheckWith(tools Toolset) error {
 	if len(s.Steps) == 0 {
 		return errors.New("the plan has no steps: add at least one {\"tool\": ..., \"args\": {...}}")
 	}
@@ -100,7 +114,7 @@ func (s Script) Check() error {
 		if st.Done {
 			continue
 		}
-		if err := CheckCall(st.Tool, st.Args); err != nil {
+		if err := tools.CheckCall(st.Tool, st.Args); err != nil {
 			return fmt.Errorf("step %d: %w", i+1, err)
 		}
 	}
@@ -168,9 +182,18 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 		Type     string `json:"type"`
 		Function fn     `json:"function"`
 	}
-	tools := make([]toolSpec, len(Registry))
-	for i, t := range Registry {
-		tools[i] = toolSpec{Type: "function", Function: fn{Name: t.Name, Description: t.Description, Parameters: t.Schema}}
+	offered := in.Tools
+	if offered == nil {
+		offered = Registry
+	}
+	// Function names allow letters, digits, _ and - only: "mcp.shop.gift_card" is
+	// offered as "mcp__shop__gift_card" and read back through byFunc.
+	tools := make([]toolSpec, len(offered))
+	byFunc := make(map[string]string, len(offered))
+	for i, t := range offered {
+		f := strings.ReplaceAll(t.Name, ".", "__")
+		byFunc[f] = t.Name
+		tools[i] = toolSpec{Type: "function", Function: fn{Name: f, Description: t.Description, Parameters: t.Schema}}
 	}
 	history, _ := json.Marshal(in.History)
 	body, _ := json.Marshal(map[string]any{
@@ -223,5 +246,9 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 		return Step{Done: true, Reason: strings.TrimSpace(m.Content)}, nil
 	}
 	call := m.ToolCalls[0].Function
-	return Step{Tool: call.Name, Args: json.RawMessage(call.Arguments)}, nil
+	name, ok := byFunc[call.Name]
+	if !ok {
+		name = call.Name // PlanNextStep names the unknown tool
+	}
+	return Step{Tool: name, Args: json.RawMessage(call.Arguments)}, nil
 }

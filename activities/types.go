@@ -154,22 +154,50 @@ func tool[T any](name, desc, schema string, validate func(T) error) Tool {
 	}}
 }
 
+// NewTool describes a tool from elsewhere (an MCP server's) for planners. check
+// validates a call's arguments, given as a JSON object; nil accepts any object.
+func NewTool(name, description string, schema json.RawMessage, check func(args map[string]any) error) Tool {
+	return Tool{Name: name, Description: description, Schema: schema, decode: func(raw json.RawMessage) error {
+		var args map[string]any
+		if err := json.Unmarshal(raw, &args); err != nil || args == nil {
+			return fmt.Errorf("the arguments must be a JSON object")
+		}
+		if check == nil {
+			return nil
+		}
+		return check(args)
+	}}
+}
+
+// Toolset is the tools a planner may call: Registry, and whatever a worker adds
+// (an MCP server's tools).
+type Toolset []Tool
+
 // Lookup returns the tool named name.
-func Lookup(name string) (Tool, bool) {
-	i := slices.IndexFunc(Registry, func(t Tool) bool { return t.Name == name })
+func Lookup(name string) (Tool, bool) { return Toolset(Registry).Lookup(name) }
+
+// Lookup returns the tool named name.
+func (ts Toolset) Lookup(name string) (Tool, bool) {
+	i := slices.IndexFunc(ts, func(t Tool) bool { return t.Name == name })
 	if i < 0 {
 		return Tool{}, false
 	}
-	return Registry[i], true
+	return ts[i], true
 }
 
 // CheckCall checks that a planner's call names a known tool with arguments that fit
 // it. The error is one line that says what to fix.
 func CheckCall(name string, args json.RawMessage) error {
-	t, ok := Lookup(name)
+	return Toolset(Registry).CheckCall(name, args)
+}
+
+// CheckCall checks that a planner's call names one of the tools with arguments that
+// fit it. The error is one line that says what to fix.
+func (ts Toolset) CheckCall(name string, args json.RawMessage) error {
+	t, ok := ts.Lookup(name)
 	if !ok {
-		known := make([]string, len(Registry))
-		for i, r := range Registry {
+		known := make([]string, len(ts))
+		for i, r := range ts {
 			known[i] = r.Name
 		}
 		return fmt.Errorf("unknown tool %q: use one of %s", name, strings.Join(known, ", "))

@@ -134,3 +134,52 @@ func decisionsOf(rs []store.Receipt) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// The shop's tools are classed by name, tightened or refined by their annotations:
+// each runs once, gated as that class, and a replay withholds the tool the server
+// wrongly calls read-only.
+func TestAgentLoopMCPToolClasses(t *testing.T) {
+	d := newDemo(t)
+	c, err := d.MCPClasses(ctxMinute(t))
+	if err != nil || !c.OK {
+		t.Fatalf("MCP classes: %v %v", err, c.Notes)
+	}
+	want := map[string]string{"stock_level": "read", "get_coupon": "destructive", "create_invoice": "idempotent-write", "gift_card": "destructive"}
+	for tool, effect := range want {
+		name := "mcp.shop." + tool
+		ran := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Activity: name, Decision: store.DecisionRan})
+		if len(ran) != 1 || ran[0].Effect != effect {
+			t.Errorf("%s: ran receipts %+v, want one, gated as %s", name, ran, effect)
+		}
+	}
+	if cl := d.Census().Effects["mcp.shop.create_invoice"]; !cl.Contradicts || cl.Hinted.String() != "read" {
+		t.Errorf("create_invoice: %+v; want its readOnlyHint shown as contradicting the name", cl)
+	}
+	for tool, runs := range map[string]int{"stock_level": 2, "get_coupon": 1, "create_invoice": 1, "gift_card": 1} {
+		if d.Shop.Runs(tool) != runs {
+			t.Errorf("%s ran %d times, want %d", tool, d.Shop.Runs(tool), runs)
+		}
+	}
+	gated := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[1], Decision: store.DecisionGated})
+	if len(gated) != 1 || gated[0].Activity != "mcp.shop.create_invoice" {
+		t.Fatalf("replay: gated receipts %+v, want create_invoice withheld", gated)
+	}
+}
+
+// The worker stops for real after the MCP tool acted and before its result was
+// stored: the gate re-sends with the same key inside the server's Dedup window, and
+// the server answers from its store — one gift card.
+func TestAgentLoopMCPToolStoppedAfterItActed(t *testing.T) {
+	d := newDemo(t)
+	c, err := d.CrashAfterMCPTool(ctxMinute(t))
+	if err != nil || !c.OK {
+		t.Fatalf("crash after the MCP tool: %v %v", err, c.Notes)
+	}
+	if d.Shop.Runs("gift_card") != 1 || d.Shop.Replays() != 1 {
+		t.Fatalf("shop: gift_card ran %d times, %d replays from Dedup's store; want 1 and 1", d.Shop.Runs("gift_card"), d.Shop.Replays())
+	}
+	rs := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Activity: "mcp.shop.gift_card"})
+	if got := decisionsOf(rs); got != "claimed unknown taken-over ran" || rs[0].Key != rs[3].Key || rs[0].Effect != "destructive" {
+		t.Fatalf("gift_card receipts %s (effect %s)", got, rs[0].Effect)
+	}
+}

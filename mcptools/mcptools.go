@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -110,12 +111,19 @@ func validName(s string, dots bool) string {
 	return ""
 }
 
+func checkServer(server string) error {
+	if why := validName(server, false); why != "" {
+		return fmt.Errorf("idemgate/mcptools: server name %q %s. Next step: name the server with letters, digits, _ or -", server, why)
+	}
+	return nil
+}
+
 // New lists the tools of the server behind session and returns its bridge. server
 // names it in activity names (letters, digits, _ and -). It fails, naming the server,
 // when the server cannot be reached or a tool's name cannot be an activity name.
 func New(ctx context.Context, server string, session *mcp.ClientSession, opts Options) (*Bridge, error) {
-	if why := validName(server, false); why != "" {
-		return nil, fmt.Errorf("idemgate/mcptools: server name %q %s. Next step: name the server with letters, digits, _ or -", server, why)
+	if err := checkServer(server); err != nil {
+		return nil, err
 	}
 	if opts.MaxResultSize < 0 || opts.DedupWindow < 0 {
 		return nil, fmt.Errorf("idemgate/mcptools: server %s: MaxResultSize and DedupWindow must not be negative", server)
@@ -161,11 +169,28 @@ func New(ctx context.Context, server string, session *mcp.ClientSession, opts Op
 	return b, nil
 }
 
+// Transport is the transport to the MCP server at target: streamable HTTP when
+// target is an http:// or https:// URL, else a command run over stdio (target
+// split at spaces: no quoting).
+func Transport(target string) (mcp.Transport, error) {
+	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+		return &mcp.StreamableClientTransport{Endpoint: target, MaxRetries: -1}, nil
+	}
+	parts := strings.Fields(target)
+	if len(parts) == 0 {
+		return nil, errors.New("idemgate/mcptools: no MCP server given: give an http(s) URL or a command")
+	}
+	return &mcp.CommandTransport{Command: exec.Command(parts[0], parts[1:]...)}, nil
+}
+
 // Dial connects to an MCP server over transport (mcp.StreamableClientTransport,
 // mcp.CommandTransport, an in-memory transport …) with a client that reports a
 // changed tool list (new tools are not registered while the worker runs), and returns
 // its bridge. Close the bridge's Session when done.
 func Dial(ctx context.Context, server string, transport mcp.Transport, opts Options) (*Bridge, error) {
+	if err := checkServer(server); err != nil {
+		return nil, err // before anything is started
+	}
 	var b *Bridge
 	var mu sync.Mutex
 	client := mcp.NewClient(&mcp.Implementation{Name: "idemgate", Version: "v1"}, &mcp.ClientOptions{
@@ -347,17 +372,36 @@ func observe(ctx context.Context, o attempt.Observation) {
 	}
 }
 
+// CheckArgs checks args against the input schema of the tool registered as
+// activityName, as its activity does before sending; the error names the field.
+// A planner uses it to refuse a call before it is made.
+func (b *Bridge) CheckArgs(activityName string, args map[string]any) error {
+	t := b.tools[activityName]
+	if t == nil {
+		return fmt.Errorf("server %s has no tool %s", b.server, activityName)
+	}
+	return t.check(args)
+}
+
+func (t *tool) check(args map[string]any) error {
+	if t.schema == nil {
+		return nil
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	return t.schema.Validate(args)
+}
+
 func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Result, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	if t.schema != nil {
-		if err := t.schema.Validate(args); err != nil {
-			observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "arguments do not match the input schema"})
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the arguments do "+
-				"not match the tool's input schema: %v. Nothing was sent. Next step: fix the arguments (the schema is in "+
-				"`idemgate census --mcp`)", t.activity, err), "McpArgumentsInvalid", interceptor.NotCommitted(err))
-		}
+	if err := t.check(args); err != nil {
+		observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "arguments do not match the input schema"})
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the arguments do "+
+			"not match the tool's input schema: %v. Nothing was sent. Next step: fix the arguments (the schema is in "+
+			"`idemgate census --mcp`)", t.activity, err), "McpArgumentsInvalid", interceptor.NotCommitted(err))
 	}
 	p := &mcp.CallToolParams{Name: t.name, Arguments: args}
 	if key, ok := interceptor.KeyFromContext(ctx); ok {

@@ -14,6 +14,13 @@
 // never from the command line. At start it prints the census of its activities and
 // names the ones flagged for review. --observe stdout prints each gate decision as a
 // JSON line, keyed like the span attributes of contrib/otel.
+//
+// --mcp NAME=URL (repeatable) adds an MCP server's tools over streamable HTTP;
+// --mcp 'NAME=COMMAND ARGS' runs the server as a command over stdio (split at
+// spaces). The worker dials each at start — one it cannot reach stops it before
+// anything starts — registers every tool as the activity mcp.NAME.TOOL, classifies
+// it by its name tightened by its annotations, and offers it to the planner next to
+// the built-in tools.
 package main
 
 import (
@@ -37,6 +44,7 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/workflows"
 )
@@ -67,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	llmModel := fs.String("llm-model", os.Getenv("IDEMGATE_LLM_MODEL"), "model for the model planner")
 	llmKeyFile := fs.String("llm-api-key-file", "", "file holding the model planner's API key (default: $OPENAI_API_KEY)")
 	observe := fs.String("observe", os.Getenv("IDEMGATE_OBSERVE"), "stdout: print each gate decision as a JSON line (span attribute names)")
+	var servers mcpFlag
+	fs.Var(&servers, "mcp", "an MCP server's tools as activities mcp.NAME.TOOL: NAME=URL (streamable HTTP) or 'NAME=COMMAND ARGS' (stdio); repeatable")
 	if err := secrets.RefuseFlag(args, "llm-api-key", "OPENAI_API_KEY", "llm-api-key-file"); err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
@@ -106,6 +116,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker: --durability: %v\n", err)
 		return 2
 	}
+	bridges, err := dialMCP(ctx, servers)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
+	}
+	defer func() {
+		for _, b := range bridges {
+			b.Session().Close()
+		}
+	}()
 	st, err := storeopen.OpenWith(ctx, *storeSpec, storeopen.Options{Durability: dur})
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
@@ -116,6 +136,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker: %s\n", w)
 	}
 	opts := activities.GateOptions(st)
+	names, toolset := activities.Names(), activities.Toolset(activities.Registry)
+	for _, b := range bridges {
+		b.Apply(&opts)
+		names = append(names, b.Names()...)
+		toolset = append(toolset, activities.MCPTools(b)...)
+	}
 	if *observe == "stdout" {
 		opts.Observer = jsonLines(stdout)
 	}
@@ -136,11 +162,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	w := worker.New(c, *queue, worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
 	w.RegisterWorkflow(workflows.AgentLoop)
 	w.RegisterActivity(tools)
-	w.RegisterActivity(&activities.Planning{Planner: planner})
-	census := opts.Census(activities.Names())
+	w.RegisterActivity(&activities.Planning{Planner: planner, Tools: toolset})
+	for _, b := range bridges {
+		b.Register(w)
+	}
+	census := opts.Census(names)
 	fmt.Fprintln(stdout, census)
+	for _, b := range bridges {
+		for _, name := range b.Names() {
+			cl := census.Effects[name]
+			fmt.Fprintf(stdout, "mcp: %s: %s — %s\n", name, cl.Effect, cl.Reason())
+		}
+	}
 	for _, name := range census.Review {
 		fmt.Fprintf(stdout, "review: %s: %s\n", name, census.Effects[name].Reason())
+	}
+	for _, name := range census.Contradicts {
+		cl := census.Effects[name]
+		fmt.Fprintf(stdout, "contradicts: %s: the name reads %s, its annotations say %s (the name's class stands)\n",
+			name, cl.Effect, cl.Hinted)
 	}
 	fmt.Fprintf(stdout, "worker: polling %s on %s (namespace %s), store %s\n", *queue, *address, *namespace, storeopen.Redact(*storeSpec))
 	if err := w.Start(); err != nil {
@@ -168,6 +208,58 @@ func jsonLines(w io.Writer) interceptor.Observer {
 		defer mu.Unlock()
 		_ = enc.Encode(line) // an observer must not fail the activity
 	}
+}
+
+// mcpFlag collects --mcp NAME=TARGET values, in order.
+type mcpFlag []mcpServer
+
+type mcpServer struct{ name, target string }
+
+func (f *mcpFlag) String() string {
+	var s []string
+	for _, m := range *f {
+		s = append(s, m.name+"="+m.target)
+	}
+	return strings.Join(s, " ")
+}
+
+func (f *mcpFlag) Set(v string) error {
+	name, target, ok := strings.Cut(v, "=")
+	name, target = strings.TrimSpace(name), strings.TrimSpace(target)
+	if !ok || name == "" || target == "" {
+		return fmt.Errorf("want NAME=URL or 'NAME=COMMAND ARGS' (e.g. crm=http://127.0.0.1:8080/mcp), got %q", v)
+	}
+	for _, m := range *f {
+		if m.name == name {
+			return fmt.Errorf("the server name %q is given twice: each server needs its own name", name)
+		}
+	}
+	*f = append(*f, mcpServer{name, target})
+	return nil
+}
+
+// dialMCP connects to each server and lists its tools; on the first that fails it
+// closes the others and says which.
+func dialMCP(ctx context.Context, servers mcpFlag) ([]*mcptools.Bridge, error) {
+	var bridges []*mcptools.Bridge
+	for _, m := range servers {
+		tr, err := mcptools.Transport(m.target)
+		if err == nil {
+			dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			var b *mcptools.Bridge
+			b, err = mcptools.Dial(dctx, m.name, tr, mcptools.Options{})
+			cancel()
+			if err == nil {
+				bridges = append(bridges, b)
+				continue
+			}
+		}
+		for _, b := range bridges {
+			b.Session().Close()
+		}
+		return nil, fmt.Errorf("--mcp %s=%s: %w (the worker did not start)", m.name, m.target, err)
+	}
+	return bridges, nil
 }
 
 func envOr(name, def string) string {

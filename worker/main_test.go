@@ -5,15 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/temporaltest"
 
@@ -21,6 +26,7 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/pgtest"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/vendorsim"
 	"github.com/idemgate/idemgate/workflows"
 )
@@ -41,6 +47,13 @@ func TestBadInput(t *testing.T) {
 			"cannot reach Temporal at 127.0.0.1:1"},
 		{"unknown flag", []string{"--frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{"unknown exporter", append([]string{"--observe", "jaeger"}, urls...), `--observe "jaeger": the only exporter is stdout`},
+		{"MCP server without a name", append([]string{"--mcp", "http://127.0.0.1:1/mcp"}, urls...),
+			`invalid value "http://127.0.0.1:1/mcp" for flag -mcp: want NAME=URL or 'NAME=COMMAND ARGS'`},
+		{"MCP server without a target", append([]string{"--mcp", "crm="}, urls...), `invalid value "crm=" for flag -mcp: want NAME=URL`},
+		{"MCP server name twice", append([]string{"--mcp", "crm=http://127.0.0.1:1/a", "--mcp", "crm=http://127.0.0.1:1/b"}, urls...),
+			`the server name "crm" is given twice`},
+		{"MCP server name not an activity name", append([]string{"--store", filepath.Join(dir, "n.db"), "--mcp", "my crm=http://127.0.0.1:1/mcp"}, urls...),
+			`--mcp my crm=http://127.0.0.1:1/mcp: idemgate/mcptools: server name "my crm" has ' '`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -112,6 +125,97 @@ func TestWorkerRunsAJob(t *testing.T) {
 	for _, name := range activities.Names() {
 		if decided[name] == nil {
 			t.Errorf("no decision line for %s", name)
+		}
+	}
+}
+
+// An MCP server that cannot be reached stops the worker at start, naming the server,
+// before the store is opened or Temporal dialled: nothing starts.
+func TestUnreachableMCPServer(t *testing.T) {
+	for _, target := range []string{"http://127.0.0.1:1/mcp", filepath.Join(t.TempDir(), "no-such-server") + " --stdio"} {
+		t.Run(target, func(t *testing.T) {
+			st := filepath.Join(t.TempDir(), "w.db")
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"--store", st, "--temporal-address", "127.0.0.1:1",
+				"--mcp", "crm=" + target}, vendorURLs...), &out, &errOut)
+			if code != 2 || !strings.Contains(errOut.String(), "--mcp crm="+target) ||
+				!strings.Contains(errOut.String(), "server crm cannot be reached") ||
+				!strings.Contains(errOut.String(), "the worker did not start") {
+				t.Fatalf("exit %d, stderr %q: want 2 and an error naming server crm", code, errOut.String())
+			}
+			if _, err := os.Stat(st); !os.IsNotExist(err) {
+				t.Fatalf("the store was created (%v): the worker must stop before anything starts", err)
+			}
+		})
+	}
+}
+
+// With --mcp the worker registers an MCP server's tools, classed by name and
+// annotations, and the planner accepts them next to the built-in tools: a job calls
+// one, with the key in _meta; a call whose arguments miss the tool's schema is
+// refused by the planner before anything is sent.
+func TestWorkerWithMCPServer(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	srv := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "stock_level", Description: "Units in stock for a SKU.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"sku"}, Properties: map[string]*jsonschema.Schema{"sku": {Type: "string"}}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			k, _ := req.Params.Meta[mcptools.MetaKey].(string)
+			keys = append(keys, k)
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "7 in stock"}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer hs.Close()
+
+	tsrv := temporaltest.NewServer(temporaltest.WithT(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--temporal-address", tsrv.GetFrontendHostPort(), "--namespace", tsrv.GetDefaultNamespace(),
+			"--task-queue", "agent-mcp", "--store", filepath.Join(t.TempDir(), "w.db"), "--mcp", "shop=" + hs.URL}, vendorURLs...), &out, &out)
+	}()
+	job := func(args string) workflows.AgentResult {
+		t.Helper()
+		script := activities.Script{Goal: "stock", Steps: []activities.Step{{Tool: "mcp.shop.stock_level", Args: json.RawMessage(args)}}}
+		run, err := tsrv.GetDefaultClient().ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "agent-mcp"},
+			workflows.AgentLoop, workflows.AgentInput{Script: &script})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res workflows.AgentResult
+		if err := run.Get(ctx, &res); err != nil && !strings.Contains(err.Error(), activities.ErrTypePlanInvalid) {
+			t.Fatal(err)
+		} else if err != nil {
+			res.Stopped = err.Error()
+		}
+		return res
+	}
+	res := job(`{"sku":"SKU-1"}`)
+	if res.Stopped != "done" || len(res.Steps) != 1 || res.Steps[0].Error != "" || !strings.Contains(string(res.Steps[0].Result), "7 in stock") {
+		t.Fatalf("job: %+v", res)
+	}
+	res = job(`{"sku":42}`)
+	if !strings.Contains(res.Stopped, "mcp.shop.stock_level") || !strings.Contains(res.Stopped, "sku") {
+		t.Fatalf("a call against the tool's schema: want the planner to refuse it naming the field, got %q", res.Stopped)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("worker exited %d: %s", code, out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 1 || keys[0] == "" {
+		t.Fatalf("the server saw keys %q: want one call, with the key in _meta", keys)
+	}
+	for _, want := range []string{"mcp: mcp.shop.stock_level: read — no known verb in the name; the hints of mcp server shop say read",
+		"effects: read=4 idempotent-write=2 destructive=3"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in the worker's output:\n%s", want, out.String())
 		}
 	}
 }

@@ -51,4 +51,8 @@ func TestCensusMCP(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "server down cannot be reached") {
 		t.Errorf("unreachable server: %d %s", r.code, r.stderr)
 	}
+	r = idem(t, "census", "--mcp-command", "  ")
+	if r.code == 0 || !strings.Contains(r.stderr, "no MCP server given") {
+		t.Errorf("blank command: %d %s", r.code, r.stderr)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -568,9 +567,8 @@ func (c *cli) census(args []string) error {
 		var tr mcp.Transport
 		if *mcpURL != "" {
 			tr = &mcp.StreamableClientTransport{Endpoint: *mcpURL, MaxRetries: -1}
-		} else {
-			parts := strings.Fields(*mcpCmd)
-			tr = &mcp.CommandTransport{Command: exec.Command(parts[0], parts[1:]...)}
+		} else if tr, err = mcptools.Transport(*mcpCmd); err != nil {
+			return usagef("--mcp-command: %v", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

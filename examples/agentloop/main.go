@@ -1,6 +1,7 @@
 // Command agentloop is idemgate's demo: an agent loop on a real Temporal server with
-// real HTTP vendors and a real SQLite store, showing with real retries, a real worker
-// stop, a real reset and a replay that no write reaches a vendor twice.
+// real HTTP vendors, a real MCP server and a real SQLite store, showing with real
+// retries, real worker stops, a real reset and replays that no write reaches a vendor
+// twice.
 //
 //	go run ./examples/agentloop                 # in-process Temporal server, temp SQLite file
 //	go run ./examples/agentloop --json          # the same, as JSON for scripts

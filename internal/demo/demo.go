@@ -1,7 +1,9 @@
 // Package demo is the agent-loop demo behind examples/agentloop: a real Temporal
 // server (in-process unless an address is given), a SQLite store, the vendor
-// simulators and a worker running AgentLoop through the idemgate gate, and five
-// scenarios with real retries, a real worker stop, a real reset and a replay.
+// simulators, an MCP server (the go-sdk's, over streamable HTTP on loopback, with
+// mcptools.Dedup) whose tools the worker registers through mcptools, and a worker
+// running AgentLoop through the idemgate gate; seven scenarios with real retries,
+// real worker stops, a real reset and replays.
 // The integration tests drive the same scenarios and check the vendors' counts.
 package demo
 
@@ -13,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
@@ -23,6 +26,7 @@ import (
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/vendorsim"
 	"github.com/idemgate/idemgate/workflows"
 )
@@ -58,12 +62,16 @@ type Event struct {
 
 // Demo is a running demo environment.
 type Demo struct {
-	cfg     Config
-	Server  *temporaltest.TestServer
-	Client  client.Client
-	Store   storeopen.Store
-	World   *vendorsim.World
-	Tools   *activities.Tools
+	cfg    Config
+	Server *temporaltest.TestServer
+	Client client.Client
+	Store  storeopen.Store
+	World  *vendorsim.World
+	Tools  *activities.Tools
+	// Shop is the MCP server; MCP its tools as activities (mcp.shop.TOOL).
+	Shop    *Shop
+	MCP     *mcptools.Bridge
+	toolset activities.Toolset
 	Queue   string
 	planner activities.Planner
 	gate    sdkinterceptor.WorkerInterceptor
@@ -112,6 +120,17 @@ func (d *Demo) setup(ctx context.Context) (err error) {
 		Payments: w.Payments.URL, Email: w.Email.URL, Chat: w.Chat.URL}); err != nil {
 		return err
 	}
+	if d.Shop, err = startShop(); err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	d.MCP, err = mcptools.Dial(dctx, ShopServer, &mcp.StreamableClientTransport{Endpoint: d.Shop.URL, MaxRetries: -1},
+		mcptools.Options{DedupWindow: shopDedupWindow})
+	cancel()
+	if err != nil {
+		return err
+	}
+	d.toolset = append(activities.Toolset(activities.Registry), activities.MCPTools(d.MCP)...)
 	logger := log.NewStructuredLogger(slog.New(&decisionHandler{d: d}))
 	if cfg.TemporalAddress == "" {
 		d.Server = temporaltest.NewServer()
@@ -132,10 +151,11 @@ func (d *Demo) setup(ctx context.Context) (err error) {
 		}
 	}
 	opts := activities.GateOptions(d.Store)
+	d.MCP.Apply(&opts) // the annotations as hints; the shop's Dedup window as a vendor window
 	if d.gate, err = interceptor.New(opts); err != nil {
 		return err
 	}
-	d.census = opts.Census(activities.Names())
+	d.census = opts.Census(append(activities.Names(), d.MCP.Names()...))
 	return d.StartWorker()
 }
 
@@ -150,7 +170,8 @@ func (d *Demo) StartWorker() error {
 	})
 	w.RegisterWorkflow(workflows.AgentLoop)
 	w.RegisterActivity(d.Tools)
-	w.RegisterActivity(&activities.Planning{Planner: d.planner})
+	w.RegisterActivity(&activities.Planning{Planner: d.planner, Tools: d.toolset})
+	d.MCP.Register(w)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start the worker on %s: %w", d.Queue, err)
 	}
@@ -177,6 +198,12 @@ func (d *Demo) Close() {
 	}
 	if d.World != nil {
 		d.World.Close()
+	}
+	if d.MCP != nil {
+		d.MCP.Session().Close()
+	}
+	if d.Shop != nil {
+		d.Shop.Close()
 	}
 	if d.Store != nil {
 		_ = d.Store.Close()
@@ -244,7 +271,7 @@ func (h *decisionHandler) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool { f[a.Key] = a.Value.String(); return true })
 	e := Event{Time: r.Time, Kind: "decision", Decision: f["decision"], Activity: f["activity"], Effect: f["effect"],
 		Key: f["key"], Attempt: f["attempt"]}
-	e.Text = fmt.Sprintf("    gate: %-18s %-17s %-16s attempt %-2s key %.8s", e.Decision, e.Activity, e.Effect, e.Attempt, e.Key)
+	e.Text = fmt.Sprintf("    gate: %-18s %-23s %-16s attempt %-2s key %.8s", e.Decision, e.Activity, e.Effect, e.Attempt, e.Key)
 	if msg := f["error"]; msg != "" && e.Decision != "ran" {
 		e.Text += "\n          " + msg
 	}

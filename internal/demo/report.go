@@ -32,7 +32,7 @@ type Report struct {
 	OK       bool            `json:"ok"`
 }
 
-// Run runs the five scenarios in order and reports. The error is for what stopped
+// Run runs the seven scenarios in order and reports. The error is for what stopped
 // the demo from running; a scenario whose counts are wrong shows in Report.OK.
 func (d *Demo) Run(ctx context.Context) (Report, error) {
 	r := Report{Census: d.census.String(), Store: storeopen.Redact(d.cfg.Store), Temporal: d.cfg.TemporalAddress, OK: true}
@@ -67,6 +67,14 @@ func (d *Demo) Run(ctx context.Context) (Report, error) {
 		return d.finish(ctx, r), err
 	}
 	c, err = d.Replay(ctx)
+	if add(c, err) != nil {
+		return d.finish(ctx, r), err
+	}
+	c, err = d.MCPClasses(ctx)
+	if add(c, err) != nil {
+		return d.finish(ctx, r), err
+	}
+	c, err = d.CrashAfterMCPTool(ctx)
 	_ = add(c, err)
 	return d.finish(ctx, r), err
 }
@@ -88,6 +96,7 @@ func (d *Demo) finish(ctx context.Context, r Report) Report {
 	for _, v := range d.World.Vendors() {
 		r.Vendors = append(r.Vendors, VendorCount{Vendor: v.Name, Effects: v.Total(), Replays: v.Replays(), Duplicates: v.Duplicates()})
 	}
+	r.Vendors = append(r.Vendors, d.Shop.count())
 	r.Events = d.Events()
 	return r
 }

@@ -43,7 +43,7 @@ type counts map[string]int
 var vendorOf = map[string]string{"UpsertContact": "crm", "CreateTicket": "tickets", "ChargeCard": "payments",
 	"SendEmail": "email", "PostSlackMessage": "chat"}
 
-var writeVendors = []string{"crm", "tickets", "payments", "email", "chat"}
+var writeVendors = []string{"crm", "tickets", "payments", "email", "chat", "mcp " + ShopServer}
 
 func (d *Demo) counts() counts {
 	c := counts{}
@@ -51,6 +51,8 @@ func (d *Demo) counts() counts {
 		c[v.Name] = v.Total()
 		c[v.Name+"-replays"] = v.Replays()
 	}
+	sc := d.Shop.count()
+	c[sc.Vendor], c[sc.Vendor+"-replays"] = sc.Effects, sc.Replays
 	return c
 }
 
@@ -120,11 +122,37 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 	jobID := d.jobID(strings.ToLower(tool))
 	c.Jobs = []string{jobID}
 	d.say("== %s (job %s)", c.Scenario, jobID)
+	before := d.counts()
+	res, key, err := d.stopAfterActing(ctx, jobID, script, tool, v.Name, v.SetBeforeAnswer)
+	if err != nil {
+		return c, err
+	}
+	after := d.counts()
+	c.expect(res.Stopped == "done", "the job finished (stopped: %s)", res.Stopped)
+	switch tool {
+	case "ChargeCard":
+		c.expect(v.Effects(key) == 1, "the card was charged %d time(s) for key %.8s, want 1", v.Effects(key), key)
+		c.expect(after.delta(before, "payments-replays") >= 1,
+			"the retry was answered from the processor's own idempotency store (%d replay(s))", after.delta(before, "payments-replays"))
+	case "UpsertContact":
+		rec, ok := v.Record("grace@example.com")
+		c.expect(v.Effects("grace@example.com") == 2, "the upsert ran %d time(s) with one key: a re-run of an idempotent write, want 2", v.Effects("grace@example.com"))
+		c.expect(ok && rec["name"] == "Grace Hopper" && rec["company"] == "Navy",
+			"the record converged: %v", rec)
+	}
+	return c, nil
+}
 
+// stopAfterActing runs a job with script; when setHook's hook reports that tool has
+// acted (its answer held back), the worker is stopped for real, the answer is let go
+// to a worker that is gone, and a new worker picks up the retry. It returns the job's
+// result and the key the tool acted with.
+func (d *Demo) stopAfterActing(ctx context.Context, jobID string, script activities.Script, tool, vendor string,
+	setHook func(func(key string))) (workflows.AgentResult, string, error) {
 	performed := make(chan string, 1)
 	release := make(chan struct{})
 	var once sync.Once
-	v.SetBeforeAnswer(func(key string) {
+	setHook(func(key string) {
 		first := false
 		once.Do(func() { first = true })
 		if first {
@@ -132,10 +160,9 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 			<-release // hold the answer until the worker is gone
 		}
 	})
-	defer v.SetBeforeAnswer(nil)
+	defer setHook(nil)
 	defer once.Do(func() {}) // a late first call must not block
 
-	before := d.counts()
 	type result struct {
 		res workflows.AgentResult
 		err error
@@ -150,43 +177,26 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 	case key = <-performed:
 	case r := <-done:
 		close(release)
-		return c, fmt.Errorf("the job ended before %s reached the vendor: %v", tool, r.err)
+		return r.res, "", fmt.Errorf("the job ended before %s reached %s: %v", tool, vendor, r.err)
 	case <-time.After(60 * time.Second):
 		close(release)
 		d.cancelJob(jobID)
-		return c, fmt.Errorf("%s never reached the vendor within 60 s", tool)
+		return workflows.AgentResult{}, "", fmt.Errorf("%s never reached %s within 60 s", tool, vendor)
 	}
-	d.say("   %s performed %s (key %.8s); stopping the worker before the result is stored", v.Name, tool, key)
+	d.say("   %s performed %s (key %.8s); stopping the worker before the result is stored", vendor, tool, key)
 	d.StopWorker()
 	close(release)
 	d.say("   worker stopped; starting a new worker")
 	if err := d.StartWorker(); err != nil {
-		return c, err
+		return workflows.AgentResult{}, key, err
 	}
-	var r result
 	select {
-	case r = <-done:
+	case r := <-done:
+		return r.res, key, r.err
 	case <-time.After(90 * time.Second):
 		d.cancelJob(jobID)
-		return c, fmt.Errorf("the job did not finish within 90 s of the restart")
+		return workflows.AgentResult{}, key, fmt.Errorf("the job did not finish within 90 s of the restart")
 	}
-	if r.err != nil {
-		return c, r.err
-	}
-	after := d.counts()
-	c.expect(r.res.Stopped == "done", "the job finished (stopped: %s)", r.res.Stopped)
-	switch tool {
-	case "ChargeCard":
-		c.expect(v.Effects(key) == 1, "the card was charged %d time(s) for key %.8s, want 1", v.Effects(key), key)
-		c.expect(after.delta(before, "payments-replays") >= 1,
-			"the retry was answered from the processor's own idempotency store (%d replay(s))", after.delta(before, "payments-replays"))
-	case "UpsertContact":
-		rec, ok := v.Record("grace@example.com")
-		c.expect(v.Effects("grace@example.com") == 2, "the upsert ran %d time(s) with one key: a re-run of an idempotent write, want 2", v.Effects("grace@example.com"))
-		c.expect(ok && rec["name"] == "Grace Hopper" && rec["company"] == "Navy",
-			"the record converged: %v", rec)
-	}
-	return c, nil
 }
 
 // ResetPastCharge resets a finished job to its first workflow task: the workflow
