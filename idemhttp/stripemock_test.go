@@ -8,7 +8,7 @@ import (
 
 	"github.com/idemgate/idemgate/idemhttp"
 	"github.com/idemgate/idemgate/internal/attempt"
-	"github.com/idemgate/idemgate/internal/stripemock"
+	"github.com/idemgate/idemgate/internal/testutil/stripemock"
 )
 
 // newStripeClient is the stripe-go one-liner, pointed at stripe-mock.

@@ -22,7 +22,7 @@ import (
 
 	"github.com/idemgate/idemgate/idemhttp"
 	"github.com/idemgate/idemgate/interceptor"
-	"github.com/idemgate/idemgate/internal/stripemock"
+	"github.com/idemgate/idemgate/internal/testutil/stripemock"
 	"github.com/idemgate/idemgate/store/memory"
 )
 

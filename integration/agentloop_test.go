@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/demo"
+	"github.com/idemgate/idemgate/examples/agentloop/demo"
 	"github.com/idemgate/idemgate/store"
 )
 

@@ -24,7 +24,7 @@ import (
 
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/interceptor"
-	"github.com/idemgate/idemgate/internal/pgtest"
+	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/vendorsim"

@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/activities"
-	"github.com/idemgate/idemgate/internal/demo"
+	"github.com/idemgate/idemgate/examples/agentloop/demo"
 	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/internal/storeopen"
 )

@@ -12,6 +12,6 @@
 //
 // RunMatrix runs the trials; Markdown prints the table; Violations lists what breaks
 // the promise. The tests in this package run every cell with a small number of trials
-// (and the zombie-attempt and store-outage cases); internal/cmd/faultreport runs the
+// (and the zombie-attempt and store-outage cases); integration/faults/faultreport runs the
 // documented full report and the price measurement (Price). See integration/FAULTS.md.
 package faults

@@ -14,11 +14,11 @@ import (
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/idemgate/idemgate/integration/faults"
-	"github.com/idemgate/idemgate/internal/pgtest"
+	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 )
 
 var (
-	trials   = flag.Int("trials", 3, "trials per cell of the fault matrix (the documented report uses 20: go run ./internal/cmd/faultreport)")
+	trials   = flag.Int("trials", 3, "trials per cell of the fault matrix (the documented report uses 20: go run ./integration/faults/faultreport)")
 	parallel = flag.Int("parallel", 8, "trials run at once")
 )
 

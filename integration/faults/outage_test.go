@@ -18,7 +18,7 @@ import (
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/integration/faults/faultwf"
 	"github.com/idemgate/idemgate/interceptor"
-	"github.com/idemgate/idemgate/internal/pgtest"
+	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/postgres"
 	"github.com/idemgate/idemgate/store/sqlite"

@@ -1,7 +1,7 @@
 // Command faultreport runs idemgate's fault matrix and price measurement
 // (package integration/faults) and prints them as markdown tables.
 //
-//	scripts/with-postgres.sh go run ./internal/cmd/faultreport -trials 20
+//	scripts/with-postgres.sh go run ./integration/faults/faultreport -trials 20
 //
 // The worker runs as its own process, built with -tags idemgate_faults, and is killed
 // with SIGKILL at each boundary of each kind of write on each store; the vendor
