@@ -24,8 +24,8 @@ import (
 
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/interceptor"
-	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/vendorsim"
 	"github.com/idemgate/idemgate/workflows"

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/postgres"
 )
