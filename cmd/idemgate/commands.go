@@ -26,7 +26,8 @@ func (c *cli) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), opTimeout)
 }
 
-// keyFlags are --key with the business-key helpers --namespace and --activity.
+// businessKey turns --key (with --namespace and --activity, a business key given to
+// interceptor.WithKey) into the stored key; without --namespace, --key is the stored key.
 func businessKey(key, namespace, activity string) (string, error) {
 	if namespace == "" {
 		return key, nil
@@ -181,7 +182,10 @@ type recordJSON struct {
 	ExpiresAt  time.Time       `json:"expires_at"`
 }
 
-func withheldCall(r store.Record) string { return r.Activity + "(" + string(r.Args) + ")" }
+// withheldCall is the call the gate withholds for r, printed as the gate prints it.
+func withheldCall(r store.Record) string {
+	return interceptor.WithheldCall{Activity: r.Activity, Key: r.Key, Effect: r.Effect, Args: r.Args}.String()
+}
 
 func (c *cli) pending(args []string) error {
 	f := c.newFlags("pending", "[flags]", "Lists every claim whose outcome is unknown and that blocks its key\n"+
