@@ -53,7 +53,7 @@ const (
 type Options struct {
 	// Store remembers claims, results and receipts. Required: New fails without it.
 	// Use store/sqlite (one machine) or store/postgres (many); store/memory only in tests.
-	Store store.Store
+	Store store.Gate
 
 	// Effects overrides the name-based classification for the named activities, both
 	// ways: mark a misread name Read, or a harmless-looking one Destructive.
