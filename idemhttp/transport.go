@@ -204,6 +204,21 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// refuse builds the error for a request the transport withholds: it names the vendor, the
+// request, the activity and its key, what is wrong and what to do.
+func (t *transport) refuse(req *http.Request, st *attempt.State, cause error, notSent bool, what, next string) error {
+	who := "no activity (the request's context carries no idemgate attempt)"
+	if st != nil {
+		who = fmt.Sprintf("activity %q, key %q", st.Activity, st.Key)
+	}
+	if notSent {
+		return fmt.Errorf("idemhttp: %s: %s %s, %s: %w: %s; nothing was sent (%w); %s",
+			t.p.Name, req.Method, req.URL.Path, who, cause, what, ErrNotSent, next)
+	}
+	return fmt.Errorf("idemhttp: %s: %s %s, %s: %w: %s; %s",
+		t.p.Name, req.Method, req.URL.Path, who, cause, what, next)
+}
+
 func (t *transport) observe(st *attempt.State, o attempt.Observation) {
 	if st == nil {
 		return
