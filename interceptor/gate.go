@@ -101,9 +101,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 
 	if c.args, c.hash, err = canon.EncodeHash(in.Args); err != nil {
 		c.signal(decisionRefusedInvalid, err)
-		return nil, appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was run. Next step: pass plain data "+
-			"(structs, maps, slices, strings, finite numbers) so the call can be hashed and compared.",
-			c.name, c.effect, err), ErrTypeArgsInvalid, true, 0)
+		return nil, argsInvalid(c.name, c.effect, err, "run")
 	}
 	if c.key, err = c.resolveKey(h, hasHeader, in.Args); err != nil {
 		c.signal(decisionRefusedInvalid, err)

@@ -406,8 +406,9 @@ func TestArgumentsWithoutCanonicalFormAreRefused(t *testing.T) {
 			if app.Type() != interceptor.ErrTypeArgsInvalid || !app.NonRetryable() || h.v.count() != 0 {
 				t.Fatalf("%s: %s non-retryable=%v vendor %d", weird, app.Type(), app.NonRetryable(), h.v.count())
 			}
-			if !strings.Contains(app.Error(), "ChargeCard") || !strings.Contains(app.Error(), where) {
-				t.Fatalf("%s: message must name the activity and %q: %s", weird, where, app.Error())
+			if !strings.Contains(app.Error(), "ChargeCard") || !strings.Contains(app.Error(), where) ||
+				!strings.Contains(app.Error(), "Nothing was scheduled. Next step: pass plain data") {
+				t.Fatalf("%s: message must name the activity and %q, and say nothing was scheduled and what to pass: %s", weird, where, app.Error())
 			}
 		}
 	}

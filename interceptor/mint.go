@@ -2,7 +2,6 @@ package interceptor
 
 import (
 	"cmp"
-	"fmt"
 	"strconv"
 
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
@@ -31,9 +30,7 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 	}
 	if e := w.root.classify(activityType).Effect; e != Read {
 		if _, err := canon.Encode(nil, args); err != nil {
-			return appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was scheduled. Next step: pass plain data "+
-				"(structs, maps, slices, strings, finite numbers) so the call can be hashed and compared.",
-				activityType, e, err), ErrTypeArgsInvalid, true, 0)
+			return argsInvalid(activityType, e, err, "scheduled")
 		}
 	}
 	info := workflow.GetInfo(ctx)
