@@ -25,8 +25,9 @@ var charge = Charge{Customer: "cus_1", Amount: 4200, Currency: "eur", Note: "ord
 
 const bizKey = "order-4217/charge-card"
 
-// TestGateTable pins DESIGN.md's gate table cell by cell: for each earlier record of
-// the key and each effect class, does the body run, and what does the workflow see.
+// TestGateTable pins the gate table (README.md, "How it decides") cell by cell: for
+// each earlier record of the key and each effect class, does the body run, and what
+// does the workflow see.
 func TestGateTable(t *testing.T) {
 	type seedFn func(t *testing.T, st store.Store, key, hash string, args []byte)
 	now := time.Now()
