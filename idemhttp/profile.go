@@ -271,9 +271,18 @@ var (
 	NoKey = Profile{Name: "no-key", AllowNoKey: true}
 )
 
-// Validate reports whether p is usable. NewTransport with an invalid profile returns a
-// transport that refuses every request with this error.
+// Validate reports whether p is usable (an error wrapping ErrBadProfile when not).
+// NewTransport with an invalid profile returns a transport that refuses every request
+// with this error.
 func (p Profile) Validate() error {
+	if err := p.validate(); err != nil {
+		return fmt.Errorf("idemgate/idemhttp: %w", err)
+	}
+	return nil
+}
+
+// validate is Validate without the package prefix, for messages that carry it already.
+func (p Profile) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %q: %s", ErrBadProfile, p.Name, fmt.Sprintf(format, args...))
 	}

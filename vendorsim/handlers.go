@@ -142,7 +142,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(errors.Join(errors.New("vendorsim: encode answer"), err))
+		panic(errors.Join(errors.New("idemgate/vendorsim: encode answer"), err))
 	}
 	return b
 }

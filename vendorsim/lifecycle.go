@@ -49,7 +49,7 @@ func (w *World) Close() {
 func (v *Vendor) start() error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("vendorsim: %s: listen on loopback: %w", v.Name, err)
+		return fmt.Errorf("idemgate/vendorsim: %s: listen on loopback: %w", v.Name, err)
 	}
 	v.URL = "http://" + ln.Addr().String()
 	v.srv = &http.Server{Handler: v.mux, ReadHeaderTimeout: 10 * time.Second}
