@@ -1,12 +1,6 @@
 package idemhttp
 
-import (
-	"errors"
-	"fmt"
-	"net/http"
-
-	"github.com/idemgate/idemgate/internal/attempt"
-)
+import "errors"
 
 // Sentinel errors for errors.Is. An error from the transport that wraps ErrNotSent proves
 // the request never left this process (the transport also reports it to the gate).
@@ -34,18 +28,3 @@ var (
 	// ErrNotSent: the first request reached the vendor, so the outcome is unknown.
 	ErrCrossHostRedirect = errors.New("redirect to another host")
 )
-
-// refuse builds the error for a request the transport withholds: it names the vendor, the
-// request, the activity and its key, what is wrong and what to do.
-func (t *transport) refuse(req *http.Request, st *attempt.State, cause error, notSent bool, what, next string) error {
-	who := "no activity (the request's context carries no idemgate attempt)"
-	if st != nil {
-		who = fmt.Sprintf("activity %q, key %q", st.Activity, st.Key)
-	}
-	if notSent {
-		return fmt.Errorf("idemhttp: %s: %s %s, %s: %w: %s; nothing was sent (%w); %s",
-			t.p.Name, req.Method, req.URL.Path, who, cause, what, ErrNotSent, next)
-	}
-	return fmt.Errorf("idemhttp: %s: %s %s, %s: %w: %s; %s",
-		t.p.Name, req.Method, req.URL.Path, who, cause, what, next)
-}

@@ -47,11 +47,19 @@ func ExampleNewTransport() {
 
 // The stripe-go one-liner: give the client idemhttp's *http.Client. The activity's key then
 // replaces the random key stripe-go mints per call, so a Temporal retry is deduplicated by
-// Stripe as well. Pass the activity's ctx to every call.
+// Stripe as well. Pass the activity's ctx to every call. (The URL points stripe-go at a
+// stand-in for Stripe here; leave it out in production.)
 func ExampleClient_stripe() {
-	sc := stripe.NewClient("sk_test_...", stripe.WithBackends(stripe.NewBackends(idemhttp.Client(idemhttp.Stripe))))
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("Stripe got Idempotency-Key:", r.Header.Get("Idempotency-Key"))
+		io.WriteString(w, `{"id":"pi_1","object":"payment_intent"}`)
+	}))
+	defer api.Close()
+	sc := stripe.NewClient("sk_test_...", stripe.WithBackends(stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		HTTPClient: idemhttp.Client(idemhttp.Stripe), URL: stripe.String(api.URL),
+	})))
 
-	_ = func(ctx context.Context, amount int64) (string, error) { // an activity
+	createIntent := func(ctx context.Context, amount int64) (string, error) { // an activity
 		pi, err := sc.V1PaymentIntents.Create(ctx, &stripe.PaymentIntentCreateParams{
 			Amount: stripe.Int64(amount), Currency: stripe.String("usd"),
 		})
@@ -60,8 +68,14 @@ func ExampleClient_stripe() {
 		}
 		return pi.ID, nil
 	}
-	fmt.Println("ready")
-	// Output: ready
+
+	// The interceptor puts this in the activity's context; built by hand here.
+	st := &attempt.State{Key: "5f0c8a4e-3b1d-4c2e-9f6a-7b8c9d0e1f2a", Activity: "CreatePaymentIntent", Effect: "destructive"}
+	id, err := createIntent(attempt.NewContext(context.Background(), st), 2000)
+	fmt.Println(id, err)
+	// Output:
+	// Stripe got Idempotency-Key: 5f0c8a4e-3b1d-4c2e-9f6a-7b8c9d0e1f2a
+	// pi_1 <nil>
 }
 
 // A vendor that is not built in: copy the closest profile and change what differs.

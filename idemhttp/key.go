@@ -52,7 +52,11 @@ func (p Profile) VendorKey(activityKey string) (string, error) {
 		return "", nil
 	}
 	sh := newShaper(p)
-	return sh.shape(activityKey)
+	k, err := sh.shape(activityKey)
+	if err != nil {
+		return "", fmt.Errorf("idemgate/idemhttp: %s: %w", p.Name, err)
+	}
+	return k, nil
 }
 
 // shape returns the vendor key, or an error saying why the key cannot be shaped (the

@@ -75,7 +75,7 @@ type Answer struct {
 }
 
 // Profile says how one vendor takes an idempotency key and what its answers mean. The
-// built-in profiles below cover the vendors in the project's VENDORS.md; write your own
+// built-in profiles (Stripe, Adyen, … below) cover common vendors; write your own
 // for any other vendor (copy the closest one and change what differs). Every field's
 // zero value is stated; a zero Profile forwards nothing and records outcomes.
 type Profile struct {
@@ -127,7 +127,7 @@ type Profile struct {
 	ReplayHeader, ReplayValue string
 }
 
-// Built-in profiles, from the vendors' public references as gathered in VENDORS.md. Where
+// Built-in profiles, from the vendors' public API references. Where
 // a vendor does not publish its window, Window is 0 and destructive retries are refused;
 // set Window on a copy if you know it.
 var (
@@ -166,7 +166,7 @@ var (
 		Answers: []Answer{{Code: "IDEMPOTENCY_KEY_REUSED", Outcome: attempt.Conflict}},
 	}
 	// Plaid: idempotency_key in the JSON body of transfer creates, ≤50 chars, 24 h
-	// (Plaid's Transfer reference; not in VENDORS.md).
+	// (Plaid's Transfer reference).
 	Plaid = Profile{
 		Name: "plaid", Where: InBody, Field: "idempotency_key", MaxLen: 50,
 		Dedupes: true, Window: 24 * time.Hour,
@@ -271,9 +271,18 @@ var (
 	NoKey = Profile{Name: "no-key", AllowNoKey: true}
 )
 
-// Validate reports whether p is usable. NewTransport with an invalid profile returns a
-// transport that refuses every request with this error.
+// Validate reports whether p is usable (an error wrapping ErrBadProfile when not).
+// NewTransport with an invalid profile returns a transport that refuses every request
+// with this error.
 func (p Profile) Validate() error {
+	if err := p.validate(); err != nil {
+		return fmt.Errorf("idemgate/idemhttp: %w", err)
+	}
+	return nil
+}
+
+// validate is Validate without the package prefix, for messages that carry it already.
+func (p Profile) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %q: %s", ErrBadProfile, p.Name, fmt.Sprintf(format, args...))
 	}

@@ -164,7 +164,7 @@ func TestRefusals(t *testing.T) {
 				if errors.Is(err, idemhttp.ErrNotSent) != tc.notSent {
 					t.Fatalf("err = %v; wraps ErrNotSent: %v, want %v", err, errors.Is(err, idemhttp.ErrNotSent), tc.notSent)
 				}
-				for _, m := range append([]string{tc.p.Name}, tc.mentions...) {
+				for _, m := range append([]string{"idemgate/idemhttp: " + tc.p.Name + ":"}, tc.mentions...) {
 					if !strings.Contains(err.Error(), m) {
 						t.Fatalf("error %q does not mention %q", err, m)
 					}
@@ -217,9 +217,23 @@ func TestValidate(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
 			}
-			if err != nil && !errors.Is(err, idemhttp.ErrBadProfile) {
-				t.Fatalf("Validate() = %v, want ErrBadProfile", err)
+			if err != nil && (!errors.Is(err, idemhttp.ErrBadProfile) || !strings.HasPrefix(err.Error(), "idemgate/idemhttp: ")) {
+				t.Fatalf("Validate() = %v, want ErrBadProfile with the package prefix", err)
 			}
 		})
+	}
+}
+
+// VendorKey's errors carry the package prefix and the vendor, and wrap their sentinel.
+func TestVendorKeyErrors(t *testing.T) {
+	verbatim := idemhttp.AmazonPay
+	verbatim.Verbatim = true
+	if _, err := verbatim.VendorKey("order 4217/charge!"); !errors.Is(err, idemhttp.ErrBadKey) ||
+		!strings.HasPrefix(err.Error(), "idemgate/idemhttp: "+verbatim.Name+": ") {
+		t.Fatalf("VendorKey of a key that does not fit, Verbatim = %v, want ErrBadKey prefixed by the package and vendor", err)
+	}
+	if _, err := (idemhttp.Profile{Where: idemhttp.InHeader}).VendorKey("k"); !errors.Is(err, idemhttp.ErrBadProfile) ||
+		!strings.HasPrefix(err.Error(), "idemgate/idemhttp: ") {
+		t.Fatalf("VendorKey with an invalid profile = %v, want ErrBadProfile with the package prefix", err)
 	}
 }

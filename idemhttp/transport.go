@@ -43,7 +43,7 @@ func NewTransport(base http.RoundTripper, profile Profile) http.RoundTripper {
 	}
 	p := profile
 	p.Answers = append([]Answer(nil), profile.Answers...)
-	t := &transport{base: base, p: p, sh: newShaper(p), invalid: p.Validate()}
+	t := &transport{base: base, p: p, sh: newShaper(p), invalid: p.validate()}
 	if ht, ok := base.(*http.Transport); ok {
 		t.traced = true
 		t.h2c = ht.Protocols != nil && ht.Protocols.UnencryptedHTTP2()
@@ -195,13 +195,28 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		if t.notWritten(tk, err) {
 			t.observe(st, attempt.Observation{Outcome: attempt.NotSent, Detail: "not sent: " + err.Error()})
-			return nil, fmt.Errorf("%w (idemhttp: %s: %w)", err, t.p.Name, ErrNotSent)
+			return nil, fmt.Errorf("%w (idemgate/idemhttp: %s: %w)", err, t.p.Name, ErrNotSent)
 		}
 		t.observe(st, attempt.Observation{Outcome: attempt.Unknown, Detail: "no answer after the request may have been written: " + err.Error()})
 		return nil, err
 	}
 	t.observe(st, t.classify(resp))
 	return resp, nil
+}
+
+// refuse builds the error for a request the transport withholds: it names the vendor, the
+// request, the activity and its key, what is wrong and what to do.
+func (t *transport) refuse(req *http.Request, st *attempt.State, cause error, notSent bool, what, next string) error {
+	who := "no activity (the request's context carries no idemgate attempt)"
+	if st != nil {
+		who = fmt.Sprintf("activity %q, key %q", st.Activity, st.Key)
+	}
+	if notSent {
+		return fmt.Errorf("idemgate/idemhttp: %s: %s %s, %s: %w: %s; nothing was sent (%w); %s",
+			t.p.Name, req.Method, req.URL.Path, who, cause, what, ErrNotSent, next)
+	}
+	return fmt.Errorf("idemgate/idemhttp: %s: %s %s, %s: %w: %s; %s",
+		t.p.Name, req.Method, req.URL.Path, who, cause, what, next)
 }
 
 func (t *transport) observe(st *attempt.State, o attempt.Observation) {

@@ -27,15 +27,13 @@ import (
 // newFeatureRig is newRig with the feature workflows registered, and worker options.
 func newFeatureRig(t *testing.T, opts interceptor.Options, wopts worker.Options, register ...func(worker.Worker)) *rig {
 	t.Helper()
-	if opts.Store == nil {
-		opts.Store = memory.New()
-	}
+	st := rigStore(t, &opts)
 	gate, err := interceptor.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := newVendor()
-	r := &rig{t: t, c: server.GetDefaultClient(), st: opts.Store, v: v, tools: &tools{v: v}, gate: gate,
+	r := &rig{t: t, c: server.GetDefaultClient(), st: st, v: v, tools: &tools{v: v}, gate: gate,
 		queue: fmt.Sprintf("q-%s-%d", t.Name(), time.Now().UnixNano())}
 	wopts.Interceptors = []sdkinterceptor.WorkerInterceptor{gate}
 	w := worker.New(r.c, r.queue, wopts)

@@ -153,17 +153,29 @@ type rig struct {
 	w     worker.Worker
 }
 
-func newRig(t *testing.T, opts interceptor.Options) *rig {
+// rigStore sets opts.Store to a memory store when it is nil and returns it as the
+// whole store.Store the rig reads receipts and records from.
+func rigStore(t *testing.T, opts *interceptor.Options) store.Store {
 	t.Helper()
 	if opts.Store == nil {
 		opts.Store = memory.New()
 	}
+	st, ok := opts.Store.(store.Store)
+	if !ok {
+		t.Fatalf("the rig reads receipts: Options.Store %T must be a store.Store", opts.Store)
+	}
+	return st
+}
+
+func newRig(t *testing.T, opts interceptor.Options) *rig {
+	t.Helper()
+	st := rigStore(t, &opts)
 	gate, err := interceptor.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := newVendor()
-	r := &rig{t: t, c: server.GetDefaultClient(), st: opts.Store, v: v, tools: &tools{v: v}, gate: gate,
+	r := &rig{t: t, c: server.GetDefaultClient(), st: st, v: v, tools: &tools{v: v}, gate: gate,
 		queue: fmt.Sprintf("q-%s-%d", t.Name(), time.Now().UnixNano())}
 	r.startWorker()
 	return r

@@ -31,7 +31,12 @@
 // retries, worker restarts, replay and reset, and distinct across executions and
 // continue-as-new runs. WithKey gives a caller-owned business key instead (such a
 // call takes no occurrence number); Options.IdentifyingFields derives the key from
-// the fields that identify the record. Calls made in an update handler are numbered
+// the fields that identify the record: calls with the same values are the same write
+// within the key scope, and if their other arguments differ the second is an
+// IdempotencyConflict (fields are matched by JSON or Go name, case-insensitively, in
+// the first argument that has them). A generic tool-calling activity named in
+// Options.ToolNames is classified, keyed, looked up in every other option and shown
+// in receipts by the tool's name. Calls made in an update handler are numbered
 // per update ID, so a reset that re-applies the update elsewhere moves no key. Give
 // a call made where a signal is read, or added later in a workflow.GetVersion
 // branch, a WithKey key: its place among the other calls of its type can move. A
@@ -46,15 +51,46 @@
 // not performed. An idempotent write whose earlier attempt ended unknown runs again
 // with the same key; a destructive one is refused with IdempotencyInFlight
 // (non-retryable) until a person resolves it, unless Options.VendorWindows says the
-// vendor deduplicates on the forwarded key. With Options.HoldUnknown the refusal
-// is retryable instead, so the workflow waits and continues by itself once the key
-// is resolved (`idemgate resolve`). The refusal quotes the earlier attempt's own
-// error from its receipt (WithheldCall.Earlier): often the root cause, such as a
-// validation error the activity raised before sending and did not mark NotCommitted.
+// vendor deduplicates on the forwarded key: then the retry is re-sent with the same
+// key while the first attempt is inside the vendor's window (up to 2 min before its
+// end, for clock skew between the workers and the vendor). The refusal quotes the
+// earlier attempt's own error from its receipt (WithheldCall.Earlier, when the store
+// can list receipts): often the root cause, such as a validation error the activity
+// raised before sending and did not mark NotCommitted.
+//
+// To let a blocked workflow continue by itself, set Options.HoldUnknown: the
+// refusal is then retryable with NextRetryDelay = HoldUnknown, so the activity's
+// retry policy keeps it waiting until a person resolves the key (`idemgate resolve
+// KEY --sent|--not-sent`); the next retry returns the stored result or runs the
+// write once more. Give such activities MaximumAttempts 0 and a ScheduleToClose
+// timeout shorter than Options.Window: a key left unresolved past the window is
+// forgotten, so the gate refuses for good once the record would expire before the
+// next retry.
+//
+//	gate, err := interceptor.New(interceptor.Options{Store: st, HoldUnknown: 30 * time.Second})
+//	...
+//	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+//		StartToCloseTimeout:    30 * time.Second,
+//		ScheduleToCloseTimeout: 12 * time.Hour, // < Options.Window
+//		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 0},
+//	})
+//
+// A repeat of a finished write returns the stored payloads as they are, so give
+// Options.DataConverter the converter the worker's client uses, codec included: the
+// stored result is then exactly what a fresh attempt sends (and encrypted at rest
+// when the codec encrypts).
 //
 // When the gate knows the body did not run — a claim whose reply was lost, a
 // definite failure — it gives its own claim back (owner-checked), retrying in the
 // background while the store is down until the store answers or the lease passes.
+//
+// # Clocks
+//
+// A claim is held until the attempt's deadline plus twice Options.ClockSkew, so a
+// worker whose clock runs ahead never takes over (or reports as unknown) a claim
+// whose owner, with a clock behind, may still be running: every retry after a
+// timeout waits that much longer. The default, 2 s, is generous for NTP-synced
+// fleets (within milliseconds); set it to your fleet's bound.
 //
 // # Pauses
 //

@@ -125,6 +125,15 @@ func appError(msg, typ string, nonRetryable bool, next time.Duration, details ..
 	})
 }
 
+// argsInvalid refuses a write whose arguments have no canonical form (a channel, a
+// func, NaN): in the workflow before it is scheduled (nothing is "scheduled"), or
+// in the activity before its body runs (nothing is "run").
+func argsInvalid(activity string, e Effect, cause error, nothing string) error {
+	return appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was %s. Next step: pass plain data "+
+		"(structs, maps, slices, strings, finite numbers) so the call can be hashed and compared.",
+		activity, e, cause, nothing), ErrTypeArgsInvalid, true, 0)
+}
+
 // boundary shapes an activity's own error for Temporal: the NotCommitted wrapper is
 // removed, and a %w-wrapped non-retryable ApplicationError is lifted to the top
 // level (Temporal reads the flag only there).

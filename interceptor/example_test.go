@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
-	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/activity"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -16,7 +19,10 @@ import (
 	"github.com/idemgate/idemgate/store/memory"
 )
 
-// Wire the gate into a worker: one value in worker.Options.Interceptors.
+// Wire the gate into a worker: one value in worker.Options.Interceptors. Here the
+// worker is Temporal's test environment; in production it is
+// worker.New(c, "agent", worker.Options{Interceptors: ...}) with the same value.
+// A checkout that charges twice under one business key reaches the card once.
 func ExampleNew() {
 	gate, err := interceptor.New(interceptor.Options{
 		Store: memory.New(), // sqlite.Open or postgres.Open in production
@@ -29,21 +35,43 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	var c client.Client // client.Dial(...)
-	if c == nil {
-		fmt.Println("gate ready")
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+
+	charges := 0
+	env.RegisterActivityWithOptions(func(ctx context.Context, cents int64) (string, error) {
+		charges++
+		return fmt.Sprintf("ch_%d", charges), nil
+	}, activity.RegisterOptions{Name: "ChargeCard"})
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) ([]string, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+		ctx = interceptor.WithKey(ctx, "order-4217/charge")
+		receipts := make([]string, 2)
+		for i := range receipts {
+			if err := workflow.ExecuteActivity(ctx, "ChargeCard", 4200).Get(ctx, &receipts[i]); err != nil {
+				return nil, err
+			}
+		}
+		return receipts, nil
+	}, workflow.RegisterOptions{Name: "checkout"})
+
+	env.ExecuteWorkflow("checkout")
+	var receipts []string
+	if err := env.GetWorkflowResult(&receipts); err != nil {
+		fmt.Println(err)
 		return
 	}
-	w := worker.New(c, "agent", worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
-	_ = w.Run(worker.InterruptCh())
-	// Output: gate ready
+	fmt.Println("receipts:", receipts, "charges:", charges)
+	// Output: receipts: [ch_1 ch_1] charges: 1
 }
 
 // New refuses options it cannot honour, naming the field and the fix.
 func ExampleNew_missingStore() {
 	_, err := interceptor.New(interceptor.Options{})
-	fmt.Println(err != nil)
-	// Output: true
+	fmt.Println(err)
+	// Output: idemgate: invalid options: Options.Store is nil: writes need a durable claim store — open one with sqlite.Open(ctx, path) or postgres.Open(ctx, dsn) (memory.New() in tests)
 }
 
 func ExampleClassify() {

@@ -101,9 +101,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 
 	if c.args, c.hash, err = canon.EncodeHash(in.Args); err != nil {
 		c.signal(decisionRefusedInvalid, err)
-		return nil, appError(fmt.Sprintf("idemgate: %s (%s): %v. Nothing was run. Next step: pass plain data "+
-			"(structs, maps, slices, strings, finite numbers) so the call can be hashed and compared.",
-			c.name, c.effect, err), ErrTypeArgsInvalid, true, 0)
+		return nil, argsInvalid(c.name, c.effect, err, "run")
 	}
 	if c.key, err = c.resolveKey(h, hasHeader, in.Args); err != nil {
 		c.signal(decisionRefusedInvalid, err)
@@ -416,13 +414,25 @@ func (c *call) refuseUnknown(rec store.Record) error {
 	return appError(msg, ErrTypeInFlight, true, 0, call)
 }
 
+// receiptReader is the one Operator method a refusal uses when the store has it:
+// reading the earlier attempt's receipt. Every store.Store has it; a store.Gate
+// need not.
+type receiptReader interface {
+	Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error)
+}
+
 // earlier reads the receipt of the attempt that left rec unknown (rec's owner:
 // same workflow, run and attempt), whose error a refusal quotes. nil when none is on
-// record — the attempt crashed or timed out — or the receipts cannot be read.
+// record — the attempt crashed or timed out — the receipts cannot be read, or the
+// store cannot list receipts (a store.Gate that is not a receiptReader).
 func (c *call) earlier(rec store.Record) *EarlierAttempt {
+	rr, ok := c.r.opts.Store.(receiptReader)
+	if !ok {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), earlierReadTimeout)
 	defer cancel()
-	rs, err := c.r.opts.Store.Receipts(ctx, store.ReceiptFilter{Key: c.key, WorkflowID: rec.WorkflowID, Decision: store.DecisionUnknown})
+	rs, err := rr.Receipts(ctx, store.ReceiptFilter{Key: c.key, WorkflowID: rec.WorkflowID, Decision: store.DecisionUnknown})
 	if err != nil {
 		activity.GetLogger(c.ctx).Warn("idemgate: the earlier attempt's receipt could not be read; the refusal stands without its error",
 			"activity", c.name, "key", c.key, "error", err)

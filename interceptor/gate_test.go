@@ -25,8 +25,9 @@ var charge = Charge{Customer: "cus_1", Amount: 4200, Currency: "eur", Note: "ord
 
 const bizKey = "order-4217/charge-card"
 
-// TestGateTable pins DESIGN.md's gate table cell by cell: for each earlier record of
-// the key and each effect class, does the body run, and what does the workflow see.
+// TestGateTable pins the gate table (README.md, "How it decides") cell by cell: for
+// each earlier record of the key and each effect class, does the body run, and what
+// does the workflow see.
 func TestGateTable(t *testing.T) {
 	type seedFn func(t *testing.T, st store.Store, key, hash string, args []byte)
 	now := time.Now()
@@ -406,8 +407,9 @@ func TestArgumentsWithoutCanonicalFormAreRefused(t *testing.T) {
 			if app.Type() != interceptor.ErrTypeArgsInvalid || !app.NonRetryable() || h.v.count() != 0 {
 				t.Fatalf("%s: %s non-retryable=%v vendor %d", weird, app.Type(), app.NonRetryable(), h.v.count())
 			}
-			if !strings.Contains(app.Error(), "ChargeCard") || !strings.Contains(app.Error(), where) {
-				t.Fatalf("%s: message must name the activity and %q: %s", weird, where, app.Error())
+			if !strings.Contains(app.Error(), "ChargeCard") || !strings.Contains(app.Error(), where) ||
+				!strings.Contains(app.Error(), "Nothing was scheduled. Next step: pass plain data") {
+				t.Fatalf("%s: message must name the activity and %q, and say nothing was scheduled and what to pass: %s", weird, where, app.Error())
 			}
 		}
 	}

@@ -3,21 +3,12 @@ package interceptor
 import (
 	"context"
 	"crypto/sha1"
-	"encoding/json"
 	"strconv"
 
 	"github.com/google/uuid"
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/internal/attempt"
-)
-
-// Header names. The activity header carries the minted key and policy from the
-// workflow to the activity; the workflow header carries the continue-as-new generation.
-const (
-	headerKey        = "idemgate"
-	headerGeneration = "idemgate-generation"
 )
 
 // Business key limits for WithKey.
@@ -65,45 +56,6 @@ func BusinessKey(namespace, activityType, key string) string {
 // identifyingKey is the key of a call identified by its IdentifyingFields values.
 func identifyingKey(namespace, scope, activityType string, values []byte) string {
 	return mint("identifying", namespace, scope, activityType, string(values))
-}
-
-// callHeader travels from the workflow to the activity.
-type callHeader struct {
-	// Key is the minted occurrence key.
-	Key string `json:"k"`
-	// Scope identifies the key scope (for identifying-field keys).
-	Scope string `json:"s"`
-	// Business is the caller's key from WithKey; HasBusiness says WithKey was used
-	// (so an empty business key is refused, not ignored).
-	Business    string `json:"b,omitempty"`
-	HasBusiness bool   `json:"hb,omitempty"`
-	// Replay is set under WithReplayPolicy.
-	Replay *ReplayPolicy `json:"r,omitempty"`
-	// Standalone is the caller's activity ID of a standalone activity, written by
-	// NewClientInterceptor.
-	Standalone string `json:"sa,omitempty"`
-}
-
-var jsonPlain = map[string][]byte{"encoding": []byte("json/plain")}
-
-func (h callHeader) payload() (*commonpb.Payload, error) {
-	data, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	return &commonpb.Payload{Metadata: jsonPlain, Data: data}, nil
-}
-
-func readHeader(fields map[string]*commonpb.Payload) (callHeader, bool) {
-	p := fields[headerKey]
-	if p == nil {
-		return callHeader{}, false
-	}
-	var h callHeader
-	if err := json.Unmarshal(p.Data, &h); err != nil {
-		return callHeader{}, false
-	}
-	return h, true
 }
 
 type businessKeyCtx struct{}

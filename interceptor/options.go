@@ -49,36 +49,30 @@ const (
 )
 
 // Options configures the interceptor. The zero value of every field but Store is a
-// safe default.
+// safe default; the package documentation tells how the fields work together.
 type Options struct {
 	// Store remembers claims, results and receipts. Required: New fails without it.
 	// Use store/sqlite (one machine) or store/postgres (many); store/memory only in tests.
-	Store store.Store
+	Store store.Gate
 
 	// Effects overrides the name-based classification for the named activities, both
 	// ways: mark a misread name Read, or a harmless-looking one Destructive.
 	// Optional: nil classifies every activity by its name alone.
 	Effects map[string]Effect
 
-	// Hints are untrusted claims about activities' effects (MCP tool annotations, a
-	// vendor's API description), by activity name. They may raise the class the name
-	// reads as, never lower it (a contradiction is shown in the census); a name with
-	// no known verb takes its class from them; Effects overrides both. Optional.
+	// Hints are untrusted effect claims (MCP annotations, API descriptions) by activity
+	// name: they may raise a name's class, never lower it, and classify a name with no
+	// known verb; Effects overrides both. Optional: nil uses names alone.
 	Hints map[string]Hints
 
-	// ToolNames names generic tool-calling activities — one activity type that calls
-	// many tools, like a CallMcpTool(server, tool, args) activity — and where their
-	// arguments name the tool. Such a call is classified, keyed, looked up in every
-	// other option and shown in receipts by the tool's name, not the activity type's.
-	// Optional.
+	// ToolNames names generic tool-calling activities (one activity type that calls
+	// many tools) and the argument fields that name the tool, which then stands in
+	// for the activity type everywhere. Optional: nil means none.
 	ToolNames map[string]ToolName
 
 	// IdentifyingFields names, per activity, the argument fields that identify the
-	// record it writes (e.g. "UpsertContact": {"email"}). Calls with the same values
-	// are the same write even without WithKey, within the key scope; if their other
-	// arguments differ, the second is an IdempotencyConflict. Fields are matched by
-	// JSON or Go name, case-insensitively, in the first argument that has them.
-	// Optional: nil means keys come from WithKey or the minted occurrence key.
+	// record it writes: calls with the same values are one write (see Keys in the
+	// package doc). Optional: nil keys by WithKey or the call's occurrence.
 	IdentifyingFields map[string][]string
 
 	// Window is how long a finished write is remembered: a repeat inside it returns
@@ -89,23 +83,18 @@ type Options struct {
 	Scope Scope
 
 	// VendorWindows names activities whose every side effect goes to a vendor that
-	// deduplicates on the forwarded key (see package idemhttp), with the vendor's
-	// window. A destructive one whose earlier attempt ended with an unknown outcome
-	// is then re-sent with the same key while the first attempt is inside the window
-	// (up to 2×attempt.ClockSkew, 2 min, before its end, for clock skew), instead of
-	// refused. Optional: nil refuses every such retry.
+	// deduplicates on the forwarded key, with its window: their unknown-outcome retries
+	// re-send inside it instead of being refused. Optional: nil refuses every such retry.
 	VendorWindows map[string]time.Duration
 
-	// DataConverter encodes stored results. A repeat of a finished write returns the
-	// stored payloads as they are, so give the converter the worker's client uses —
-	// with its codec, if any: the stored result is then exactly what a fresh attempt
-	// sends (and encrypted at rest when the codec encrypts). Optional: nil means
+	// DataConverter encodes stored results, which a repeat returns as they are: give
+	// it the worker client's converter, codec included. Optional: nil means
 	// converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
 
-	// MaxResultSize is the largest encoded result stored. A larger result is not
-	// stored, and a repeat of that write is refused with IdempotencyResultNotStored
-	// rather than run again. Optional: 0 means 1 MiB.
+	// MaxResultSize is the largest encoded result stored; a repeat of a write whose
+	// result was larger is refused (IdempotencyResultNotStored), not run again.
+	// Optional: 0 means 1 MiB.
 	MaxResultSize int
 
 	// SkipReadReceipts stops the gate from appending a receipt for every read.
@@ -113,29 +102,18 @@ type Options struct {
 	// never stops a read).
 	SkipReadReceipts bool
 
-	// HoldUnknown says what happens to a destructive write whose earlier attempt
-	// ended with an unknown outcome (the owner crashed, timed out or failed unmarked
-	// after it may have reached the vendor). Optional: 0 refuses it for good —
-	// IdempotencyInFlight, non-retryable, the workflow sees the failure. > 0 refuses
-	// it retryably with NextRetryDelay = HoldUnknown, so the activity's retry policy
-	// keeps it waiting until a person resolves the key (`idemgate resolve KEY
-	// --sent|--not-sent`); the next retry then returns the stored result or runs the
-	// write once more. Give such activities MaximumAttempts 0 and a ScheduleToClose
-	// timeout shorter than Window: a key left unresolved past Window is forgotten,
-	// so the gate refuses for good once the record would expire before the next retry.
+	// HoldUnknown, when > 0, makes the refusal of a destructive write whose earlier
+	// outcome is unknown retryable after this delay, so the workflow waits for
+	// `idemgate resolve` (see Outcomes in the package doc). Optional: 0 refuses for good.
 	HoldUnknown time.Duration
 
 	// PauseRefresh is how often the gate re-reads the pauses (`idemgate pause`) from
-	// the store: a pause or resume reaches every worker within about this long.
-	// Optional: 0 means 2 seconds. Negative is invalid.
+	// the store. Optional: 0 means 2 seconds. Negative is invalid.
 	PauseRefresh time.Duration
 
-	// ClockSkew is the largest offset between the clocks of any two workers that run
-	// these activities. A claim is held until the attempt's deadline plus twice this,
-	// so a worker whose clock runs ahead never takes over (or reports as unknown) a
-	// claim whose owner, with a clock behind, may still be running: every retry after
-	// a timeout waits that much longer. Optional: 0 means 2 seconds (NTP keeps fleets
-	// within milliseconds); set it to your fleet's bound. Negative is invalid.
+	// ClockSkew is the largest clock offset between any two workers; a claim is held
+	// until its attempt's deadline plus twice this (see Clocks in the package doc).
+	// Optional: 0 means 2 seconds. Negative is invalid.
 	ClockSkew time.Duration
 
 	// Now is the clock. Optional: nil means time.Now.

@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -227,3 +228,45 @@ func (f gaugeFunc) Update(v float64) { f(v) }
 type timerFunc func(time.Duration)
 
 func (f timerFunc) Record(d time.Duration) { f(d) }
+
+// sealed encodes as JSON until it was decoded by the worker; then it has no
+// canonical form: an argument the data converter carries but the gate cannot hash.
+type sealed struct{ decoded bool }
+
+func (s sealed) MarshalJSON() ([]byte, error) {
+	if s.decoded {
+		return nil, errors.New("sealed after decoding")
+	}
+	return []byte(`"sealed"`), nil
+}
+
+func (s *sealed) UnmarshalJSON([]byte) error { s.decoded = true; return nil }
+
+type sealedTools struct{ v *vendor }
+
+func (s *sealedTools) ChargeSealed(ctx context.Context, _ sealed) (string, error) {
+	s.v.hit(ctx)
+	return "charged", nil
+}
+
+// A write whose arguments have no canonical form on the activity side (none was
+// minted in a workflow) is refused before its body runs, with the same wording as
+// the workflow side's refusal.
+func TestArgumentsWithoutCanonicalFormRefusedInTheActivity(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	v := newVendor()
+	env := suite.NewTestActivityEnvironment()
+	gate, _ := interceptor.New(interceptor.Options{Store: memory.New()})
+	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	env.RegisterActivity(&sealedTools{v: v})
+	_, err := env.ExecuteActivity("ChargeSealed", sealed{})
+	app := appErr(t, err)
+	if app.Type() != interceptor.ErrTypeArgsInvalid || !app.NonRetryable() || v.count() != 0 {
+		t.Fatalf("%s non-retryable=%v vendor %d", app.Type(), app.NonRetryable(), v.count())
+	}
+	if msg := app.Error(); !strings.Contains(msg, "ChargeSealed (destructive)") || !strings.Contains(msg, "sealed after decoding") ||
+		!strings.Contains(msg, "Nothing was run. Next step: pass plain data") {
+		t.Fatalf("message must name the activity, the cause, and say nothing ran and what to pass: %s", msg)
+	}
+}

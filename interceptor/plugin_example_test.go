@@ -24,12 +24,12 @@ func ExampleNewPlugin() {
 		fmt.Println(err)
 		return
 	}
-	var c client.Client // client.Dial(client.Options{Plugins: []client.Plugin{gate}}) for the client side too
-	if c == nil {
-		fmt.Println("plugin", gate.Name(), "ready")
-		return
+	fmt.Println(gate.Name())
+	// The same value goes to the client and to every worker made from it.
+	run := func(c client.Client) error { // c from client.Dial(client.Options{Plugins: []client.Plugin{gate}})
+		w := worker.New(c, "agent", worker.Options{Plugins: []worker.Plugin{gate}})
+		return w.Run(worker.InterruptCh()) // fails to start while the store does not answer
 	}
-	w := worker.New(c, "agent", worker.Options{Plugins: []worker.Plugin{gate}})
-	_ = w.Run(worker.InterruptCh()) // fails to start while the store does not answer
-	// Output: plugin idemgate ready
+	_ = run
+	// Output: idemgate
 }

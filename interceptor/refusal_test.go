@@ -115,3 +115,35 @@ func TestRefusalSaysWhenResolveAccepts(t *testing.T) {
 		})
 	}
 }
+
+// A store.Gate that cannot list receipts (no store.Operator) still gates: the write
+// runs once, its repeat gets the stored result, and a retry after an unknown outcome
+// is refused — without the earlier attempt's error, which only a store that lists
+// receipts can quote.
+func TestGateOnlyStore(t *testing.T) {
+	h := newHarness(t)
+	h.opts.Store = struct{ store.Gate }{h.store}
+	out, err := h.run("wf-gate-only", call{Activity: "ChargeCard", Key: bizKey, Charge: charge},
+		call{Activity: "ChargeCard", Key: bizKey, Charge: charge})
+	if err != nil || h.v.count() != 1 || len(out) != 2 || out[0] != out[1] {
+		t.Fatalf("write and repeat = %q, %v, vendor %d; want one call and its result twice", out, err, h.v.count())
+	}
+	h.tools.fail = func(ctx context.Context) (error, bool) {
+		if ctxAttempt(ctx) == 1 {
+			return errors.New("invalid Amount"), false
+		}
+		return nil, false
+	}
+	_, err = h.run("wf-gate-only-unknown", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3})
+	app := appErr(t, err)
+	if app.Type() != interceptor.ErrTypeInFlight || h.v.count() != 1 {
+		t.Fatalf("want the retry refused: %s, vendor %d", app.Type(), h.v.count())
+	}
+	var withheld interceptor.WithheldCall
+	if err := app.Details(&withheld); err != nil {
+		t.Fatal(err)
+	}
+	if withheld.Earlier != nil || strings.Contains(app.Error(), "it failed with") {
+		t.Fatalf("a gate-only store quoted an earlier error: %+v, %s", withheld.Earlier, app.Error())
+	}
+}

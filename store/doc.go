@@ -2,6 +2,15 @@
 // per key with an owner token and a lease, the stored result of a finished write, and
 // append-only receipts of every decision.
 //
+// # Interfaces
+//
+// Gate is the small one: the seven methods a worker calls to gate activities
+// (claim, complete, release, abandon, read a record, append a receipt, read the
+// pauses). Write a backend or a test double against it first. Operator is what the
+// idemgate command and reconcilers call to inspect and settle keys (receipts,
+// pending keys, resolve, pause, sweep). Store embeds both; every backend here
+// implements Store.
+//
 // # Contract
 //
 // A key is claimed by primary-key insert: of many concurrent Begins on one key,

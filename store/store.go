@@ -170,17 +170,19 @@ func (p Pause) Scope() string {
 	return "effect " + p.Effect
 }
 
-// Store is the durable memory the gate needs. Every method is safe for concurrent use
-// by many goroutines (and, for durable backends, many processes).
+// Gate is what a worker needs to gate activities: claim a key, move its claim,
+// read its record, append receipts and read the pauses. A backend written only for
+// workers (or a test double) implements Gate; storetest.RunGate checks it. Every
+// method is safe for concurrent use by many goroutines (and, for durable backends,
+// many processes).
 //
 // Begin is the atomic claim: of all concurrent Begins on one key with no live record,
 // exactly one gets OutcomeClaimed. When Begin claims or takes over, it appends a
 // receipt (DecisionClaimed or DecisionTakenOver) in the same atomic step.
 //
 // Complete, Release and Abandon succeed only for the current owner of a claim in
-// StateClaimed, and return ErrNotOwner otherwise. Resolve succeeds only for the
-// current owner of a Resolvable claim, and returns ErrNotOwner otherwise.
-type Store interface {
+// StateClaimed, and return ErrNotOwner otherwise.
+type Gate interface {
 	Begin(ctx context.Context, c Claim) (Outcome, Record, error)
 	// Complete stores the result: StateCompleted.
 	Complete(ctx context.Context, t Transition) error
@@ -195,6 +197,19 @@ type Store interface {
 	Get(ctx context.Context, key string) (Record, error)
 	// Append adds a receipt. Receipts are never changed or removed.
 	Append(ctx context.Context, r Receipt) error
+	// Pauses lists the pauses in force, oldest first.
+	Pauses(ctx context.Context) ([]Pause, error)
+}
+
+// Operator is what a person or a tool needs to inspect and settle keys: read
+// records and receipts, list and resolve the keys that block, pause and resume
+// writes, sweep expired records. Every method is safe for concurrent use.
+//
+// Resolve succeeds only for the current owner of a Resolvable claim, and returns
+// ErrNotOwner otherwise.
+type Operator interface {
+	// Get returns the record of a key, or ErrNotFound.
+	Get(ctx context.Context, key string) (Record, error)
 	// Receipts lists receipts matching f, oldest first.
 	Receipts(ctx context.Context, f ReceiptFilter) ([]Receipt, error)
 	// Sweep removes at most limit records that are Expired at now and reports how
@@ -223,4 +238,12 @@ type Store interface {
 	Resume(ctx context.Context, p Pause) error
 	// Pauses lists the pauses in force, oldest first.
 	Pauses(ctx context.Context) ([]Pause, error)
+}
+
+// Store is a whole backend: what workers need to gate and what operators need to
+// inspect and resolve. store/memory, store/sqlite and store/postgres implement it;
+// storetest.Run checks it.
+type Store interface {
+	Gate
+	Operator
 }

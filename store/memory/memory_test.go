@@ -11,3 +11,8 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
 }
+
+// A backend that implements only store.Gate passes RunGate.
+func TestGateConformance(t *testing.T) {
+	storetest.RunGate(t, func(t *testing.T) store.Gate { return struct{ store.Gate }{memory.New()} })
+}
