@@ -15,8 +15,8 @@ import (
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/idemgate/idemgate/interceptor/internal/canon"
 	"github.com/idemgate/idemgate/internal/attempt"
-	"github.com/idemgate/idemgate/internal/canon"
 	"github.com/idemgate/idemgate/internal/faultpoint"
 	"github.com/idemgate/idemgate/store"
 )

@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
-	"github.com/idemgate/idemgate/internal/canon"
+	"github.com/idemgate/idemgate/interceptor/internal/canon"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
 )

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemgate/idemgate/internal/canon"
+	"github.com/idemgate/idemgate/interceptor/internal/canon"
 )
 
 // stamp mints the key of this call from deterministic inputs only (namespace,

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemgate/idemgate/internal/canon"
+	"github.com/idemgate/idemgate/interceptor/internal/canon"
 )
 
 // ToolName says where a generic tool-calling activity's arguments name the tool it

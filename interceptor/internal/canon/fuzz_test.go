@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/canon"
+	"github.com/idemgate/idemgate/interceptor/internal/canon"
 )
 
 // The shapes FuzzCanonMatchesJSON builds values of: embedding, shadowing, tags,

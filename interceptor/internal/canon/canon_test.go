@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/canon"
+	"github.com/idemgate/idemgate/interceptor/internal/canon"
 )
 
 type Inner struct {
