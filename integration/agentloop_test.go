@@ -111,7 +111,7 @@ func TestAgentLoopResetPastCharge(t *testing.T) {
 func TestAgentLoopReplayWithholdsWrites(t *testing.T) {
 	d := newDemo(t)
 	ctx := ctxMinute(t)
-	c, err := d.Replay(ctx)
+	c, err := d.Rerun(ctx)
 	if err != nil || !c.OK {
 		t.Fatalf("replay: %v %v", err, c.Notes)
 	}

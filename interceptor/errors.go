@@ -24,7 +24,7 @@ const (
 	ErrTypeInFlight = "IdempotencyInFlight"
 	// ErrTypeConflict: the key was already used with other arguments. Non-retryable.
 	ErrTypeConflict = "IdempotencyConflict"
-	// ErrTypeWriteGated: the replay policy or a pause (`idemgate pause`) withheld the
+	// ErrTypeWriteGated: the rerun policy or a pause (`idemgate pause`) withheld the
 	// write; the message carries the withheld call. Non-retryable under a replay
 	// policy; retryable under a pause, with the next retry after the next refresh.
 	ErrTypeWriteGated = "WriteGated"

@@ -151,9 +151,9 @@ func ExampleNotCommitted() {
 }
 
 // Re-run a recorded job: reads fire, writes are withheld with the exact call.
-func ExampleWithReplayPolicy() {
+func ExampleWithRerunPolicy() {
 	replay := func(ctx workflow.Context, allowWrites bool) error {
-		ctx = interceptor.WithReplayPolicy(ctx, interceptor.ReplayPolicy{AllowWrites: allowWrites})
+		ctx = interceptor.WithRerunPolicy(ctx, interceptor.RerunPolicy{AllowWrites: allowWrites})
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
 		err := workflow.ExecuteActivity(ctx, "UpsertContact", "ann@example.com").Get(ctx, nil)
 		if interceptor.ErrorType(err) == interceptor.ErrTypeWriteGated {

@@ -107,8 +107,8 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		c.signal(decisionRefusedInvalid, err)
 		return nil, err
 	}
-	if h.Replay != nil && !h.Replay.Allows(c.effect) {
-		return nil, c.gated(*h.Replay)
+	if h.Rerun != nil && !h.Rerun.Allows(c.effect) {
+		return nil, c.gated(*h.Rerun)
 	}
 	if p, ok := r.paused(ctx, c.name, c.effect); ok {
 		return nil, c.pausedWrite(p)
@@ -147,7 +147,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		faultpoint.Hit(faultpoint.AfterClaim)
 		return c.run(a.Next, in, rec, outcome == store.OutcomeTakenOver)
 	case store.OutcomeCompleted:
-		return c.replay(rec)
+		return c.returnStored(rec)
 	case store.OutcomeConflict:
 		return nil, c.conflict(rec)
 	case store.OutcomeInFlight:
@@ -329,7 +329,7 @@ func (c *call) abandon(cause error, d store.Decision) {
 	c.signal(d, cause)
 }
 
-func (c *call) replay(rec store.Record) (any, error) {
+func (c *call) returnStored(rec store.Record) (any, error) {
 	if rec.ResultOmitted {
 		msg := fmt.Sprintf("idemgate: %s (%s) key %s already ran (attempt %d of workflow %s, %s), but its result was "+
 			"over the %d-byte limit and not stored, so it cannot be returned and will not be run again. Next step: "+
@@ -446,14 +446,14 @@ func (c *call) earlier(rec store.Record) *EarlierAttempt {
 	return nil
 }
 
-func (c *call) gated(p ReplayPolicy) error {
+func (c *call) gated(p RerunPolicy) error {
 	call := c.withheld()
 	allow := "AllowWrites"
 	if c.effect == Destructive {
 		allow = "AllowDestructive"
 	}
-	msg := fmt.Sprintf("idemgate: replay policy withheld %s %s key %s. Withheld call: %s. Next step: re-run with "+
-		"ReplayPolicy{%s: true} to let it fire.", c.effect, c.name, c.key, call, allow)
+	msg := fmt.Sprintf("idemgate: rerun policy withheld %s %s key %s. Withheld call: %s. Next step: re-run with "+
+		"RerunPolicy{%s: true} to let it fire.", c.effect, c.name, c.key, call, allow)
 	c.refuse(store.DecisionGated, msg, true)
 	return appError(msg, ErrTypeWriteGated, true, 0, call)
 }

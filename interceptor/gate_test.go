@@ -322,15 +322,15 @@ func TestReadsAreNeverDeduplicated(t *testing.T) {
 	}
 }
 
-func TestReplayPolicyLevels(t *testing.T) {
+func TestRerunPolicyLevels(t *testing.T) {
 	levels := []struct {
 		name               string
-		p                  interceptor.ReplayPolicy
+		p                  interceptor.RerunPolicy
 		upsert, chargeCard bool
 	}{
-		{"reads only", interceptor.ReplayPolicy{}, false, false},
-		{"allow writes", interceptor.ReplayPolicy{AllowWrites: true}, true, false},
-		{"allow destructive", interceptor.ReplayPolicy{AllowDestructive: true}, true, true},
+		{"reads only", interceptor.RerunPolicy{}, false, false},
+		{"allow writes", interceptor.RerunPolicy{AllowWrites: true}, true, false},
+		{"allow destructive", interceptor.RerunPolicy{AllowDestructive: true}, true, true},
 	}
 	for _, l := range levels {
 		t.Run(l.name, func(t *testing.T) {

@@ -27,8 +27,8 @@ type callHeader struct {
 	// (so an empty business key is refused, not ignored).
 	Business    string `json:"b,omitempty"`
 	HasBusiness bool   `json:"hb,omitempty"`
-	// Replay is set under WithReplayPolicy.
-	Replay *ReplayPolicy `json:"r,omitempty"`
+	// Rerun is set under WithRerunPolicy (wire name "r" kept).
+	Rerun *RerunPolicy `json:"r,omitempty"`
 	// Standalone is the caller's activity ID of a standalone activity, written by
 	// NewClientInterceptor.
 	Standalone string `json:"sa,omitempty"`

@@ -106,7 +106,7 @@ type call struct {
 	Charge      Charge
 	Local       bool
 	MaxAttempts int32
-	Replay      *interceptor.ReplayPolicy
+	Replay      *interceptor.RerunPolicy
 	// Weird adds, inside the workflow, an argument no data converter carries:
 	// "nan" (Rate becomes NaN), "chan" or "func" (a second argument).
 	Weird string
@@ -123,7 +123,7 @@ func callsWorkflow(ctx workflow.Context, calls []call) ([]string, error) {
 			cctx = interceptor.WithKey(cctx, c.Key)
 		}
 		if c.Replay != nil {
-			cctx = interceptor.WithReplayPolicy(cctx, *c.Replay)
+			cctx = interceptor.WithRerunPolicy(cctx, *c.Replay)
 		}
 		args := []any{c.Charge}
 		switch c.Weird {

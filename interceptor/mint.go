@@ -39,8 +39,8 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 		h.Business, h.HasBusiness = b, true
 	}
 	h.Key = w.occurrence(ctx, info.Namespace, activityType, h.HasBusiness)
-	if p, ok := ctx.Value(replayPolicyCtx{}).(ReplayPolicy); ok {
-		h.Replay = &p
+	if p, ok := ctx.Value(rerunPolicyCtx{}).(RerunPolicy); ok {
+		h.Rerun = &p
 	}
 	fields := sdkinterceptor.WorkflowHeader(ctx)
 	if fields == nil {

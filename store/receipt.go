@@ -20,7 +20,7 @@ const (
 	DecisionRefusedInFlight Decision = "refused-in-flight"
 	// DecisionRefusedConflict: refused because the key was used with other arguments.
 	DecisionRefusedConflict Decision = "refused-conflict"
-	// DecisionGated: refused by the replay policy or a pause; the call was withheld.
+	// DecisionGated: refused by the rerun policy or a pause; the call was withheld.
 	DecisionGated Decision = "gated"
 	// DecisionReleased: the attempt failed definitely; the claim was released.
 	DecisionReleased Decision = "released"

@@ -22,7 +22,7 @@ type AgentInput struct {
 	MaxSteps int `json:"max_steps,omitempty"`
 	// Replay marks this run as the re-run of a recorded job: only what the policy
 	// allows fires; a withheld step stops the loop with its exact call.
-	Replay *interceptor.ReplayPolicy `json:"replay,omitempty"`
+	Rerun *interceptor.RerunPolicy `json:"replay,omitempty"`
 	// Retry is the tools' retry policy. Optional: nil means 5 attempts, 200 ms apart.
 	Retry *temporal.RetryPolicy `json:"retry,omitempty"`
 	// ToolTimeout is each attempt's start-to-close timeout. Optional: 0 means 30 s.
@@ -74,8 +74,8 @@ func AgentLoop(ctx workflow.Context, in AgentInput) (AgentResult, error) {
 	opts := workflow.ActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: retry}
 	planCtx := workflow.WithActivityOptions(ctx, opts)
 	toolCtx := workflow.WithActivityOptions(ctx, opts)
-	if in.Replay != nil {
-		toolCtx = interceptor.WithReplayPolicy(toolCtx, *in.Replay)
+	if in.Rerun != nil {
+		toolCtx = interceptor.WithRerunPolicy(toolCtx, *in.Rerun)
 	}
 
 	var res AgentResult

@@ -69,7 +69,7 @@ func (d *Demo) MCPClasses(ctx context.Context) (Check, error) {
 	d.say("   replay %s: reads run, writes are withheld — whatever the server claims", replayID)
 	script.Steps = []activities.Step{script.Steps[0], script.Steps[2]}
 	in := d.input(&script)
-	in.Replay = &interceptor.ReplayPolicy{}
+	in.Rerun = &interceptor.RerunPolicy{}
 	invoices := d.Shop.Runs("create_invoice")
 	res, _, err = d.Job(ctx, replayID, in)
 	if err != nil {

@@ -66,7 +66,7 @@ func (d *Demo) Run(ctx context.Context) (Report, error) {
 	if add(c, err) != nil {
 		return d.finish(ctx, r), err
 	}
-	c, err = d.Replay(ctx)
+	c, err = d.Rerun(ctx)
 	if add(c, err) != nil {
 		return d.finish(ctx, r), err
 	}

@@ -265,16 +265,16 @@ func (d *Demo) ResetPastCharge(ctx context.Context, jobID, runID string) (Check,
 	return c, nil
 }
 
-// Replay re-runs the recorded job under the default replay policy: reads run, the
+// Rerun re-runs the recorded job under the default rerun policy: reads run, the
 // first write is refused and its exact call printed.
-func (d *Demo) Replay(ctx context.Context) (Check, error) {
+func (d *Demo) Rerun(ctx context.Context) (Check, error) {
 	c := Check{Scenario: "5. a replay of the job: reads run, writes are withheld", OK: true}
 	jobID := d.jobID("support-replay")
 	c.Jobs = []string{jobID}
 	d.say("== %s (job %s)", c.Scenario, jobID)
 	before := d.counts()
 	in := d.input(nil)
-	in.Replay = &interceptor.ReplayPolicy{}
+	in.Rerun = &interceptor.RerunPolicy{}
 	res, _, err := d.Job(ctx, jobID, in)
 	if err != nil {
 		return c, err

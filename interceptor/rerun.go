@@ -2,17 +2,17 @@ package interceptor
 
 import "go.temporal.io/sdk/workflow"
 
-// ReplayPolicy gates the re-run of a recorded agent job: reads always run; idempotent
+// RerunPolicy gates the re-run of a recorded agent job: reads always run; idempotent
 // writes run only with AllowWrites; destructive writes only with AllowDestructive,
 // which implies AllowWrites. A withheld write fails with WriteGated (non-retryable),
 // and its message and receipt carry the exact call.
-type ReplayPolicy struct {
+type RerunPolicy struct {
 	AllowWrites      bool `json:"w,omitempty"`
 	AllowDestructive bool `json:"d,omitempty"`
 }
 
 // Allows reports whether the policy lets an activity of effect e run.
-func (p ReplayPolicy) Allows(e Effect) bool {
+func (p RerunPolicy) Allows(e Effect) bool {
 	switch e {
 	case Read:
 		return true
@@ -23,10 +23,10 @@ func (p ReplayPolicy) Allows(e Effect) bool {
 	}
 }
 
-type replayPolicyCtx struct{}
+type rerunPolicyCtx struct{}
 
-// WithReplayPolicy marks the activities scheduled with the returned context as the
+// WithRerunPolicy marks the activities scheduled with the returned context as the
 // re-run of a recorded job, gated by p.
-func WithReplayPolicy(ctx workflow.Context, p ReplayPolicy) workflow.Context {
-	return workflow.WithValue(ctx, replayPolicyCtx{}, p)
+func WithRerunPolicy(ctx workflow.Context, p RerunPolicy) workflow.Context {
+	return workflow.WithValue(ctx, rerunPolicyCtx{}, p)
 }
