@@ -274,7 +274,7 @@ func TestPluginRefusesToStartOnUnreachableStore(t *testing.T) {
 			[]string{"the store postgres://app:xxxxx@db.internal:5432/idemgate could not claim a key", "Next step"}, true},
 		{"pauses unreadable", "host=db.internal user=app password=s3cret dbname=idemgate", downStore{Store: memory.New(), pausesOnly: true},
 			[]string{"the store host=db.internal user=app password=xxxxx dbname=idemgate could not read the pauses"}, true},
-		{"closed sqlite", "sqlite idemgate.db", closed, []string{"the store sqlite idemgate.db could not claim a key", "database is closed"}, false},
+		{"closed sqlite", "sqlite idemgate.db", closed, []string{"the store sqlite idemgate.db could not claim a key", "the store is closed"}, false},
 		{"hanging, no name", "", hangingStore{memory.New()}, []string{"the store integration.hangingStore could not claim a key within 300ms",
 			"deadline exceeded"}, false},
 	} {
