@@ -287,7 +287,10 @@ var migrations = []string{
 	// transaction), and never for a pruned receipt or a receipt of a key that
 	// still has a record. UPDATE and TRUNCATE stay refused.
 	`CREATE TABLE idemgate_prune_token (txid bigint NOT NULL PRIMARY KEY);
-	CREATE OR REPLACE FUNCTION idemgate_receipts_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+	-- SET search_path FROM CURRENT: the trigger finds this schema's tables whatever
+	-- the search_path of the session that deletes.
+	CREATE OR REPLACE FUNCTION idemgate_receipts_append_only() RETURNS trigger LANGUAGE plpgsql
+	SET search_path FROM CURRENT AS $$
 	BEGIN
 		IF TG_OP = 'DELETE' THEN
 			IF OLD.decision <> 'pruned'
