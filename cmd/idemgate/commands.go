@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,10 +17,6 @@ import (
 
 // opTimeout bounds one command's work against the store.
 const opTimeout = time.Minute
-
-func (c *cli) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), opTimeout)
-}
 
 // keyFlags are --key with the business-key helpers --namespace and --activity.
 func businessKey(key, namespace, activity string) (string, error) {
@@ -66,7 +61,11 @@ func toReceiptJSON(r store.Receipt) receiptJSON {
 }
 
 func (c *cli) receipts(args []string) error {
-	f := c.newFlags("receipts", "[flags]", "Lists the append-only receipts, oldest first.", true)
+	if sub, err := c.receiptsSub(args); sub {
+		return err
+	}
+	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --reason WHY", "Lists the append-only receipts, oldest first.\n"+
+		"`idemgate receipts export --help` and `idemgate receipts prune --help`: archive and remove old receipts.", true)
 	key := f.String("key", "", "only this key (the stored key; with --namespace and --activity, a business key)")
 	ns := f.String("namespace", "", "with --key and --activity: --key is the business key given to interceptor.WithKey in this Temporal namespace")
 	wf := f.String("workflow", "", "only this workflow ID")
@@ -133,6 +132,7 @@ func (c *cli) receipts(args []string) error {
 		if r.Actor != "" || r.Reason != "" {
 			note = strings.TrimSpace(fmt.Sprintf("by %s: %s %s", dash(r.Actor), r.Reason, note))
 		}
+		note += pruneNote(r)
 		run := "-"
 		if r.WorkflowID != "" {
 			run = r.WorkflowID + "/" + clip(r.RunID, 8)
