@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,9 @@ func fillBench(ctx context.Context, n int) {
 		start := time.Now()
 		sqliteFill(ctx, fullPath, n)
 		fillCompare(ctx, "SQLite", n, time.Since(start), full, empty)
+		if *prune {
+			pruneBench(ctx, "SQLite", n, full)
+		}
 		full.Close()
 		empty.Close()
 		must(os.RemoveAll(dir))
@@ -59,6 +63,9 @@ func fillBench(ctx context.Context, n int) {
 		start := time.Now()
 		pgFill(ctx, fullDSN, n)
 		fillCompare(ctx, "PostgreSQL", n, time.Since(start), full, empty)
+		if *prune {
+			pruneBench(ctx, "PostgreSQL", n, full)
+		}
 		full.Close()
 		empty.Close()
 		dropFull()
@@ -215,4 +222,53 @@ func pgFill(ctx context.Context, dsn string, n int) {
 	var recs, rcpts int
 	must(conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM idemgate_records), (SELECT count(*) FROM idemgate_receipts)").Scan(&recs, &rcpts))
 	checkFill(recs, rcpts, n)
+}
+
+// pruneBench sweeps the filled store's records (all expired by then), then
+// prunes every receipt while one worker claims beside it, and prints how long
+// the prune took and what the claims waited.
+func pruneBench(ctx context.Context, name string, n int, s store.Store) {
+	p, ok := s.(store.Pruner)
+	if !ok {
+		log.Fatalf("%s: not a store.Pruner", name)
+	}
+	later := t0.Add(31 * 24 * time.Hour)
+	start := time.Now()
+	swept, err := s.Sweep(ctx, later, 0)
+	must(err)
+	sweepTime := time.Since(start)
+	var (
+		lat  []time.Duration
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			key := spreadKey(fmt.Sprintf("prune/%s/%d", runID, i))
+			t := time.Now()
+			_, _, err := s.Begin(ctx, claimFor(key))
+			must(err)
+			lat = append(lat, time.Since(t))
+		}
+	})
+	start = time.Now()
+	removed, err := p.Prune(ctx, store.Prune{Before: t0, Now: later, Actor: "storebench", Reason: "measure"})
+	must(err)
+	pruneTime := time.Since(start)
+	close(done)
+	wg.Wait()
+	if len(lat) == 0 {
+		lat = append(lat, 0)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(f float64) time.Duration {
+		return lat[min(len(lat)-1, int(f*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
+	fmt.Printf("\n%s: swept %d records in %s; pruned %d of %d receipts (batches of %d) in %s; %d claims beside it: median %s, p99 %s, max %s\n",
+		name, swept, sweepTime.Round(time.Second), removed, n, store.DefaultPruneBatch, pruneTime.Round(time.Second), len(lat), q(0.5), q(0.99), lat[len(lat)-1].Round(time.Millisecond))
 }
