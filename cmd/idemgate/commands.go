@@ -77,6 +77,9 @@ func (c *cli) receipts(args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(pos) > 0 && (pos[0] == "export" || pos[0] == "prune") {
+		return usagef("put %q first: `idemgate receipts %s --before T ...`", pos[0], pos[0])
+	}
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q: filter with --key, --workflow, --activity, --since, --decision", pos[0])
 	}

@@ -92,8 +92,12 @@ func TestReceiptsExportAndPrune(t *testing.T) {
 			t.Fatalf("export onto an existing file: %s", r)
 		}
 
-		// Prune: refused without a reason or with a cut-off in the future, nothing changed.
+		// Prune: refused without a reason or with a cut-off in the future, or with the
+		// subcommand after a flag; nothing changed.
 		snapBefore := snap(t, st)
+		if r := idem(t, "receipts", "--store", b.spec, "prune"); r.code != exitUsage || !strings.Contains(r.stderr, `put "prune" first`) {
+			t.Fatalf("prune after a flag: %s; want a usage error", r)
+		}
 		for _, args := range [][]string{{"--before", before}, {"--before", now.Add(time.Hour).UTC().Format(time.RFC3339), "--reason", "r"}, {"--reason", "r"}} {
 			if r := idem(t, append([]string{"receipts", "prune", "--store", b.spec}, args...)...); r.code != exitUsage {
 				t.Fatalf("prune %v: %s; want a usage error", args, r)
