@@ -32,6 +32,9 @@ type Options struct {
 const (
 	defaultBusyTimeout = 5 * time.Second
 	defaultMaxReaders  = 4
+	// pruneYield is the pause between two batches of a prune: longer than the
+	// longest sleep of SQLite's busy handler (100 ms).
+	pruneYield = 150 * time.Millisecond
 	// sweepBatch bounds one Sweep transaction when the caller passes no limit, so
 	// the write lock is never held for long and new claims are not blocked.
 	sweepBatch = 1000
@@ -418,6 +421,14 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 			return total, nil
 		}
 		cursor = next.Int64
+		// Let the writers of other processes in: SQLite's busy handler polls a
+		// locked file at most every 100 ms, and a prune that began its next batch
+		// at once would hold them off batch after batch, past their busy timeout.
+		select {
+		case <-ctx.Done():
+			return total, s.fail("prune receipts in", ctx.Err())
+		case <-time.After(pruneYield):
+		}
 	}
 }
 

@@ -47,7 +47,12 @@ func fillBench(ctx context.Context, n int) {
 		sqliteFill(ctx, fullPath, n)
 		fillCompare(ctx, "SQLite", n, time.Since(start), full, empty)
 		if *prune {
-			pruneBench(ctx, "SQLite", n, full)
+			// The prune runs on a store of its own, as `idemgate receipts prune` runs
+			// in a process of its own.
+			op, err := sqlite.Open(ctx, fullPath)
+			must(err)
+			pruneBench(ctx, "SQLite", n, full, op)
+			op.Close()
 		}
 		full.Close()
 		empty.Close()
@@ -64,7 +69,10 @@ func fillBench(ctx context.Context, n int) {
 		pgFill(ctx, fullDSN, n)
 		fillCompare(ctx, "PostgreSQL", n, time.Since(start), full, empty)
 		if *prune {
-			pruneBench(ctx, "PostgreSQL", n, full)
+			op, err := postgres.OpenWith(ctx, fullDSN, postgres.Options{MaxConns: 1})
+			must(err)
+			pruneBench(ctx, "PostgreSQL", n, full, op)
+			op.Close()
 		}
 		full.Close()
 		empty.Close()
@@ -225,10 +233,11 @@ func pgFill(ctx context.Context, dsn string, n int) {
 }
 
 // pruneBench sweeps the filled store's records (all expired by then), then
-// prunes every receipt while one worker claims beside it, and prints how long
-// the prune took and what the claims waited.
-func pruneBench(ctx context.Context, name string, n int, s store.Store) {
-	p, ok := s.(store.Pruner)
+// prunes every receipt through op (the same database, opened apart, as the CLI
+// does) while one worker claims on s, and prints how long the prune took and
+// what the claims waited.
+func pruneBench(ctx context.Context, name string, n int, s, op store.Store) {
+	p, ok := op.(store.Pruner)
 	if !ok {
 		log.Fatalf("%s: not a store.Pruner", name)
 	}
