@@ -37,6 +37,10 @@ const (
 	// activity or an effect class (the receipt's Activity or Effect).
 	DecisionPaused  Decision = "paused"
 	DecisionResumed Decision = "resumed"
+	// DecisionPruned: a person removed the receipts older than a cut-off (see
+	// Pruner); the receipt's Call holds the cut-off and the count (PruneSummary),
+	// Actor and Reason who and why. A prune never removes such a receipt.
+	DecisionPruned Decision = "pruned"
 )
 
 // Resolutions a DecisionResolved receipt carries.
@@ -50,7 +54,7 @@ const (
 // Decisions lists every decision a store keeps, for validating filters.
 var Decisions = []Decision{DecisionRan, DecisionClaimed, DecisionTakenOver, DecisionReplayed,
 	DecisionRefusedInFlight, DecisionRefusedConflict, DecisionGated, DecisionReleased, DecisionUnknown,
-	DecisionHandedOff, DecisionResolved, DecisionPaused, DecisionResumed}
+	DecisionHandedOff, DecisionResolved, DecisionPaused, DecisionResumed, DecisionPruned}
 
 // Receipt is one append-only line of evidence.
 type Receipt struct {
@@ -62,7 +66,8 @@ type Receipt struct {
 	Effect   string
 	Decision Decision
 	ArgsHash string
-	// Call is the canonical JSON of the arguments, set when a call was withheld.
+	// Call is the canonical JSON of the arguments, set when a call was withheld
+	// (on a DecisionPruned receipt: the prune's PruneSummary as JSON).
 	Call       []byte
 	WorkflowID string
 	RunID      string
@@ -86,13 +91,17 @@ type ReceiptFilter struct {
 	// Since and Until bound Time (inclusive, exclusive).
 	Since time.Time
 	Until time.Time
+	// AfterID keeps only receipts with an ID above it: the cursor for paging
+	// through a large store (pass the last ID of the page before, with Limit).
+	AfterID int64
 	// Limit caps the number returned (0: no cap).
 	Limit int
 }
 
 // Match reports whether r passes the filter. Backends that filter in memory use it.
 func (f ReceiptFilter) Match(r Receipt) bool {
-	return (f.Key == "" || r.Key == f.Key) &&
+	return r.ID > f.AfterID &&
+		(f.Key == "" || r.Key == f.Key) &&
 		(f.WorkflowID == "" || r.WorkflowID == f.WorkflowID) &&
 		(f.Activity == "" || r.Activity == f.Activity) &&
 		(f.Decision == "" || r.Decision == f.Decision) &&

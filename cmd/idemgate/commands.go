@@ -22,10 +22,6 @@ import (
 // opTimeout bounds one command's work against the store.
 const opTimeout = time.Minute
 
-func (c *cli) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), opTimeout)
-}
-
 // businessKey turns --key (with --namespace and --activity, a business key given to
 // interceptor.WithKey) into the stored key; without --namespace, --key is the stored key.
 func businessKey(key, namespace, activity string) (string, error) {
@@ -70,7 +66,11 @@ func toReceiptJSON(r store.Receipt) receiptJSON {
 }
 
 func (c *cli) receipts(args []string) error {
-	f := c.newFlags("receipts", "[flags]", "Lists the append-only receipts, oldest first.", true)
+	if sub, err := c.receiptsSub(args); sub {
+		return err
+	}
+	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --reason WHY", "Lists the append-only receipts, oldest first.\n"+
+		"`idemgate receipts export --help` and `idemgate receipts prune --help`: archive and remove old receipts.", true)
 	key := f.String("key", "", "only this key (the stored key; with --namespace and --activity, a business key)")
 	ns := f.String("namespace", "", "with --key and --activity: --key is the business key given to interceptor.WithKey in this Temporal namespace")
 	wf := f.String("workflow", "", "only this workflow ID")
@@ -81,6 +81,9 @@ func (c *cli) receipts(args []string) error {
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
+	}
+	if len(pos) > 0 && (pos[0] == "export" || pos[0] == "prune") {
+		return usagef("put %q first: `idemgate receipts %s --before T ...`", pos[0], pos[0])
 	}
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q: filter with --key, --workflow, --activity, --since, --decision", pos[0])
@@ -137,6 +140,7 @@ func (c *cli) receipts(args []string) error {
 		if r.Actor != "" || r.Reason != "" {
 			note = strings.TrimSpace(fmt.Sprintf("by %s: %s %s", dash(r.Actor), r.Reason, note))
 		}
+		note += pruneNote(r)
 		run := "-"
 		if r.WorkflowID != "" {
 			run = r.WorkflowID + "/" + clip(r.RunID, 8)

@@ -11,6 +11,8 @@
 //
 //	idemgate receipts [--key K [--namespace NS --activity NAME]] [--workflow ID] [--activity NAME]
 //	                  [--since DURATION] [--decision D] [--limit N]
+//	idemgate receipts export --before T [--out FILE]
+//	idemgate receipts prune  --before T --reason WHY [--actor WHO] [--batch N]
 //	idemgate pending  [--limit N]
 //	idemgate resolve  KEY --sent --result FILE|- --reason WHY [--actor WHO]
 //	idemgate resolve  KEY --not-sent --reason WHY [--actor WHO]
@@ -32,6 +34,14 @@
 // effect, workflow/run, attempt, decision, args hash, result reference, error (and
 // who resolved or paused, and why). --key with --namespace and --activity takes the
 // business key given to interceptor.WithKey. --since 1h shows the last hour.
+//
+// receipts export writes every receipt older than T (a time, a date or a duration
+// ago) as JSON lines, oldest first, for an archive; --out creates the file
+// owner-only and never overwrites one. receipts prune removes them in batches
+// (claims wait for at most one) and records the prune in one receipt (decision
+// pruned: cut-off, count, who, why). Kept whatever their age: the receipts of
+// keys that still have a record, and earlier prunes. The gate itself never
+// changes or removes a receipt.
 //
 // pending lists every claim whose outcome is unknown and that blocks its key (state
 // unknown, or claimed with its lease passed), oldest first, with the exact withheld

@@ -53,7 +53,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"receipts", "list the append-only receipts", (*cli).receipts},
+	{"receipts", "list the append-only receipts; export and prune old ones", (*cli).receipts},
 	{"pending", "list claims whose outcome is unknown and that block their key", (*cli).pending},
 	{"resolve", "settle a pending key: --sent (with its result) or --not-sent", (*cli).resolve},
 	{"pause", "stop every worker from running the writes of an activity or effect class", (*cli).pause},
@@ -188,7 +188,12 @@ func (f *flags) parseNone(args []string) error {
 // session opens the store named by --store for one command, under the command's
 // timeout; done closes both.
 func (c *cli) session(f *flags) (context.Context, storeopen.Store, func(), error) {
-	ctx, cancel := c.ctx()
+	return c.sessionFor(f, opTimeout)
+}
+
+// sessionFor is session under a timeout of its own.
+func (c *cli) sessionFor(f *flags, timeout time.Duration) (context.Context, storeopen.Store, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	st, err := c.open(ctx, f)
 	if err != nil {
 		cancel()

@@ -20,9 +20,13 @@ type Store struct {
 	receipts []store.Receipt
 	pauses   []store.Pause
 	fail     error
+	lastID   int64 // IDs only grow, also past a prune
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Pruner = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store {
@@ -121,7 +125,8 @@ func (s *Store) Append(_ context.Context, r store.Receipt) error {
 }
 
 func (s *Store) appendLocked(r store.Receipt) {
-	r.ID = int64(len(s.receipts) + 1)
+	s.lastID++
+	r.ID = s.lastID
 	r.Call = slices.Clone(r.Call)
 	s.receipts = append(s.receipts, r)
 }
@@ -144,6 +149,27 @@ func (s *Store) Receipts(_ context.Context, f store.ReceiptFilter) ([]store.Rece
 		}
 	}
 	return out, nil
+}
+
+// Prune removes the receipts store.Prunable at p.Before and appends the prune's
+// receipt, in one locked step (the memory store has no transactions to bound).
+func (s *Store) Prune(_ context.Context, p store.Prune) (int, error) {
+	if err := p.Valid(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return 0, s.fail
+	}
+	n := len(s.receipts)
+	s.receipts = slices.DeleteFunc(s.receipts, func(r store.Receipt) bool {
+		_, found := s.records[r.Key]
+		return store.Prunable(r, p.Before, found)
+	})
+	removed := n - len(s.receipts)
+	s.appendLocked(store.PruneReceipt(p, int64(removed)))
+	return removed, nil
 }
 
 // Sweep removes up to limit expired records (store.Expired).

@@ -28,7 +28,9 @@
 // Open creates the tables and the function, or migrates them, under an advisory
 // lock, so many workers may start at once; idemgate_schema_version records the
 // version. Receipts are append-only in fact: a trigger rejects UPDATE, DELETE and
-// TRUNCATE on idemgate_receipts. They are indexed by key, workflow ID and time
+// TRUNCATE on idemgate_receipts, except a DELETE inside Prune's own transaction
+// (schema version 5), and never of a pruned receipt or of a receipt whose key
+// still has a record. They are indexed by key, workflow ID and time
 // (schema version 3); the activity and decision filters are applied to the rows
 // those indexes find, or by a scan when they are the only filters. Sweep deletes
 // expired records in bounded batches and skips rows a Begin holds. The server's

@@ -224,3 +224,97 @@ func TestMigrateFromVersion3(t *testing.T) {
 		t.Fatalf("Begin(k-unknown, take over) = %s %+v, %v", o, r, err)
 	}
 }
+
+// A schema at version 4 with 25,000 receipts opens under version 5: receipts stay
+// append-only outside a prune (a token committed by another transaction opens
+// nothing), and inside one for a live key's receipt and a pruned receipt; a
+// prune in three batches removes the old receipts of keys without a record, keeps
+// the rest, and records itself once.
+func TestMigrateFromVersion4Prune(t *testing.T) {
+	ctx := context.Background()
+	const n, live = 25000, 100
+	sd, conn, name := oldSchema(t, 4,
+		fmt.Sprintf(`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
+			attempt, result_ref, error, actor, reason, resolution)
+			SELECT timestamptz '2020-01-01Z' + i * interval '1 second', 'old-' || i, 'ChargeCard', 'destructive', 'ran', 'h', NULL,
+				'wf', 'run', 1, '', '', '', '', '' FROM generate_series(0, %d) i`, n-1),
+		`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
+			attempt, result_ref, error, actor, reason, resolution)
+			SELECT timestamptz '2026-01-01Z', 'new-' || i, 'ChargeCard', 'destructive', 'ran', 'h', NULL,
+				'wf', 'run', 1, '', '', '', '', '' FROM generate_series(0, 9) i`,
+		fmt.Sprintf(`INSERT INTO idemgate_records (`+recordColumns+`)
+			SELECT 'old-' || i, 'ChargeCard', 'destructive', 'h', NULL, 'completed', 'o', timestamptz '2020-01-01Z', NULL, false,
+				'wf', 'run', 1, 1, timestamptz '2020-01-01Z', timestamptz '2020-01-01Z', timestamptz '2099-01-01Z', false
+			FROM generate_series(0, %d) i`, live-1))
+
+	s, err := Open(ctx, sd)
+	if err != nil {
+		t.Fatalf("open a version 4 schema: %v", err)
+	}
+	defer s.Close()
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+name+".idemgate_schema_version").Scan(&v); err != nil || v != 5 {
+		t.Fatalf("schema version = %d, %v; want 5", v, err)
+	}
+	tbl := name + ".idemgate_receipts"
+	if _, err := conn.Exec(ctx, "DELETE FROM "+tbl+" WHERE key = 'old-500'"); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("DELETE outside a prune: %v; want the append-only trigger to reject it", err)
+	}
+	// A token committed by another transaction opens nothing.
+	if _, err := conn.Exec(ctx, "INSERT INTO "+name+".idemgate_prune_token (txid) VALUES (txid_current())"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "DELETE FROM "+tbl+" WHERE key = 'old-500'"); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("DELETE beside another transaction's token: %v; want the append-only trigger to reject it", err)
+	}
+	if _, err := conn.Exec(ctx, "DELETE FROM "+name+".idemgate_prune_token"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DELETE FROM " + tbl + " WHERE key = 'old-5'",
+		"UPDATE " + tbl + " SET reason = 'x' WHERE key = 'old-500'",
+		"INSERT INTO " + tbl + " (time, key, activity, effect, decision, args_hash, workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES (now(), '', '', '', 'pruned', '', '', '', 0, '', '', '', '')"} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+name+".idemgate_prune_token (txid) VALUES (txid_current())"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = tx.Exec(ctx, q)
+		if strings.HasPrefix(q, "INSERT") && err == nil {
+			_, err = tx.Exec(ctx, "DELETE FROM "+tbl+" WHERE decision = 'pruned'")
+		}
+		if err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s inside a prune's transaction: %v; want the trigger to reject it", q, err)
+		}
+		tx.Rollback(ctx)
+	}
+
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	removed, err := s.Prune(ctx, store.Prune{Before: now, Now: now, Actor: "alice", Reason: "retention"})
+	if err != nil || removed != n-live {
+		t.Fatalf("Prune = %d, %v; want %d", removed, err, n-live)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept, fresh []string
+	var pruned []store.Receipt
+	for _, r := range rs {
+		switch {
+		case r.Decision == store.DecisionPruned:
+			pruned = append(pruned, r)
+		case strings.HasPrefix(r.Key, "new-"):
+			fresh = append(fresh, r.Key)
+		default:
+			kept = append(kept, r.Key)
+		}
+	}
+	if len(kept) != live || kept[0] != "old-0" || kept[live-1] != fmt.Sprint("old-", live-1) || len(fresh) != 10 {
+		t.Fatalf("after the prune: kept %d old receipts (%v…), %d new; want old-0 … old-%d and the 10 new ones", len(kept), kept[:min(3, len(kept))], len(fresh), live-1)
+	}
+	if len(pruned) != 1 || pruned[0].Actor != "alice" || !strings.Contains(string(pruned[0].Call), fmt.Sprintf(`"count":%d`, n-live)) {
+		t.Fatalf("pruned receipts = %+v; want one by alice counting %d", pruned, n-live)
+	}
+}

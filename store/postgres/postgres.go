@@ -45,7 +45,10 @@ type Store struct {
 	addr string // host:port/database, for messages; never the password
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Pruner = (*Store)(nil)
+)
 
 // Open connects to dsn (a postgres:// URL or key=value string) with default
 // Options, and creates or migrates the schema.
@@ -377,6 +380,9 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 	if !f.Until.IsZero() {
 		add("time <", micro(f.Until))
 	}
+	if f.AfterID > 0 {
+		add("id >", f.AfterID)
+	}
 	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
 		result_ref, error, actor, reason, resolution FROM idemgate_receipts`
 	if len(where) > 0 {
@@ -435,6 +441,79 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 		}
 	}
 	return total, nil
+}
+
+// The prune's statements (Store.Prune).
+const (
+	// pruneTally is the prune's snapshot in one statement: the last receipt ID and
+	// how many receipts before the cut-off $1 may go.
+	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts), 0), (SELECT count(*) FROM idemgate_receipts r
+		WHERE time < $1 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
+	// pruneNext is the end of the next batch: the last of at most $4 candidates
+	// after the cursor $1, up to the snapshot's last ID $2, before the cut-off $3.
+	pruneNext = `SELECT max(id) FROM (SELECT id FROM idemgate_receipts
+		WHERE id > $1 AND id <= $2 AND time < $3 AND decision <> 'pruned' ORDER BY id LIMIT $4) c`
+	// pruneBatch removes the candidates in ($1, $2] before the cut-off $3 whose key has no record.
+	pruneBatch = `DELETE FROM idemgate_receipts r WHERE id > $1 AND id <= $2 AND time < $3 AND decision <> 'pruned'
+		AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key)`
+)
+
+// Prune removes old receipts (store.Pruner) in transactions of at most p.Batch
+// rows, each walking the primary key on from where the one before stopped; the
+// prune's receipt goes into the first one's commit.
+//
+// Not by dropping time partitions: the receipts of a key that still has a record
+// must stay whatever their age, so a partition holding one of them cannot simply
+// be dropped, and the table's primary key (id alone) would have to change to
+// partition it by time.
+func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
+	if err := p.Valid(); err != nil {
+		return 0, err
+	}
+	before := micro(p.Before)
+	var last, count int64
+	if err := s.pool.QueryRow(ctx, pruneTally, before).Scan(&last, &count); err != nil {
+		return 0, s.fail("prune receipts in", err)
+	}
+	var (
+		total  int
+		cursor int64
+	)
+	for first := true; ; first = false {
+		var (
+			next *int64
+			n    int64
+		)
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if first {
+				if _, err := tx.Exec(ctx, receiptInsert+` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+					receiptArgs(store.PruneReceipt(p, count))...); err != nil {
+					return err
+				}
+			}
+			if err := tx.QueryRow(ctx, pruneNext, cursor, last, before, p.BatchSize()).Scan(&next); err != nil || next == nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO idemgate_prune_token (txid) VALUES (txid_current())`); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, pruneBatch, cursor, *next, before)
+			if err != nil {
+				return err
+			}
+			n = tag.RowsAffected()
+			_, err = tx.Exec(ctx, `DELETE FROM idemgate_prune_token WHERE txid = txid_current()`)
+			return err
+		})
+		if err != nil {
+			return total, s.fail("prune receipts in", err)
+		}
+		total += int(n)
+		if next == nil {
+			return total, nil
+		}
+		cursor = *next
+	}
 }
 
 // scanRecord scans a record, preceded by the outcome when outcome is not nil.

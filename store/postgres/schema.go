@@ -9,7 +9,7 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
@@ -279,6 +279,30 @@ var migrations = []string{
 		VALUES (p_now, p_key, p_activity, p_effect, o_outcome, p_args_hash, NULL,
 			p_workflow_id, p_run_id, p_attempt, '', '', '', '');
 		o_rec := r;
+	END $$;`,
+
+	// 5: retention (Store.Prune). Receipts stay append-only for the gate: a DELETE
+	// passes only in a transaction that holds a row of idemgate_prune_token with
+	// its own transaction ID (a prune inserts and removes it inside that
+	// transaction), and never for a pruned receipt or a receipt of a key that
+	// still has a record. UPDATE and TRUNCATE stay refused.
+	`CREATE TABLE idemgate_prune_token (txid bigint NOT NULL PRIMARY KEY);
+	-- SET search_path FROM CURRENT: the trigger finds this schema's tables whatever
+	-- the search_path of the session that deletes.
+	CREATE OR REPLACE FUNCTION idemgate_receipts_append_only() RETURNS trigger LANGUAGE plpgsql
+	SET search_path FROM CURRENT AS $$
+	BEGIN
+		IF TG_OP = 'DELETE' THEN
+			IF OLD.decision <> 'pruned'
+				AND EXISTS (SELECT 1 FROM idemgate_prune_token WHERE txid = txid_current())
+				AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = OLD.key) THEN
+				RETURN OLD;
+			END IF;
+			RAISE EXCEPTION 'idemgate: receipts are append-only: DELETE on % refused (only a prune removes receipts: old ones of keys without a record)', TG_TABLE_NAME
+				USING ERRCODE = 'insufficient_privilege';
+		END IF;
+		RAISE EXCEPTION 'idemgate: receipts are append-only: % on % refused', TG_OP, TG_TABLE_NAME
+			USING ERRCODE = 'insufficient_privilege';
 	END $$;`,
 }
 

@@ -33,8 +33,10 @@
 //
 // Open creates the schema, or migrates it, and records its version in PRAGMA
 // user_version. Receipts are append-only in fact: triggers abort any UPDATE,
-// DELETE or INSERT OR REPLACE on the receipts table. Sweep removes expired
-// records in short batches.
+// DELETE or INSERT OR REPLACE on the receipts table, except a DELETE inside
+// Prune's own transaction (schema version 5), and never of a pruned receipt or of
+// a receipt whose key still has a record. Sweep removes expired records and Prune
+// old receipts, both in short batches.
 //
 // Every B-tree a step touches is one more page written to the WAL and synced, so
 // the schema keeps them few (version 3): records are a WITHOUT ROWID table keyed

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +268,102 @@ func TestWriteConnectionDurability(t *testing.T) {
 	}
 	if err := s.w.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
 		t.Fatalf("synchronous = %d, %v; want 2 (FULL)", sync, err)
+	}
+}
+
+// A file written by schema version 4 with 25,000 receipts opens under version 5:
+// receipts stay append-only outside a prune (and inside one for a live key's
+// receipt and a pruned receipt), and a prune in three batches removes the old
+// receipts of keys without a record, keeps the rest, and records itself once.
+func TestMigrateFromVersion4Prune(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v4.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, live = 25000, 100
+	stmts := append(slices.Clone(migrations[:4]), "PRAGMA user_version = 4",
+		// Receipts of old-0 … old-24999 at times 1000…; then ten new ones.
+		fmt.Sprintf(`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
+			attempt, result_ref, error, actor, reason, resolution)
+			WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < %d)
+			SELECT 1000 + i, 'old-' || i, 'ChargeCard', 'destructive', 'ran', 'h', NULL, 'wf', 'run', 1, '', '', '', '', '' FROM s`, n-1),
+		`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
+			attempt, result_ref, error, actor, reason, resolution)
+			WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 9)
+			SELECT 9000000000 + i, 'new-' || i, 'ChargeCard', 'destructive', 'ran', 'h', NULL, 'wf', 'run', 1, '', '', '', '', '' FROM s`,
+		// old-0 … old-99 still have a record.
+		fmt.Sprintf(`INSERT INTO idemgate_records (`+recordColumns+`)
+			WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < %d)
+			SELECT 'old-' || i, 'ChargeCard', 'destructive', 'h', NULL, 'completed', 'o', 1, NULL, 0, 'wf', 'run', 1, 1, 1, 1,
+				9999999999999999, 0 FROM s`, live-1))
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open a version 4 file: %v", err)
+	}
+	defer s.Close()
+	var v int
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != 5 {
+		t.Fatalf("user_version = %d, %v; want 5", v, err)
+	}
+	// Outside a prune every DELETE is refused; inside one, a live key's receipt
+	// and a pruned receipt are refused too.
+	direct, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if _, err := direct.Exec("DELETE FROM idemgate_receipts WHERE key = 'old-500'"); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("DELETE outside a prune: %v; want the append-only trigger to abort it", err)
+	}
+	for _, q := range []string{"DELETE FROM idemgate_receipts WHERE key = 'old-5'",
+		"INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES (1, '', '', '', 'pruned', '', '', '', 0, '', '', '', ''); DELETE FROM idemgate_receipts WHERE decision = 'pruned'"} {
+		tx, err := direct.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec("INSERT INTO idemgate_prune_token (id) VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(q); err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s inside a prune's transaction: %v; want the trigger to abort it", q, err)
+		}
+		tx.Rollback()
+	}
+
+	now := fromMicro(9000000000)
+	removed, err := s.Prune(ctx, store.Prune{Before: now, Now: now, Actor: "alice", Reason: "retention"})
+	if err != nil || removed != n-live {
+		t.Fatalf("Prune = %d, %v; want %d", removed, err, n-live)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept, fresh []string
+	var pruned []store.Receipt
+	for _, r := range rs {
+		switch {
+		case r.Decision == store.DecisionPruned:
+			pruned = append(pruned, r)
+		case strings.HasPrefix(r.Key, "new-"):
+			fresh = append(fresh, r.Key)
+		default:
+			kept = append(kept, r.Key)
+		}
+	}
+	if len(kept) != live || kept[0] != "old-0" || kept[live-1] != fmt.Sprint("old-", live-1) || len(fresh) != 10 {
+		t.Fatalf("after the prune: kept %d old receipts (%v…), %d new; want old-0 … old-%d and the 10 new ones", len(kept), kept[:min(3, len(kept))], len(fresh), live-1)
+	}
+	if len(pruned) != 1 || pruned[0].Actor != "alice" || !strings.Contains(string(pruned[0].Call), fmt.Sprintf(`"count":%d`, n-live)) {
+		t.Fatalf("pruned receipts = %+v; want one by alice counting %d", pruned, n-live)
 	}
 }

@@ -128,10 +128,21 @@ var migrations = []string{
 	-- A claim is kept at least until its lease plus the margin.
 	UPDATE idemgate_records SET expires_at = lease + 300000000
 		WHERE state = 'claimed' AND expires_at < lease + 300000000;`,
+
+	// 5: retention (Store.Prune). Receipts stay append-only for the gate: a DELETE
+	// passes only while a row of idemgate_prune_token exists, which a prune inserts
+	// and removes inside its own transaction (it is never committed), and never for
+	// a pruned receipt or a receipt of a key that still has a record.
+	`CREATE TABLE idemgate_prune_token (id INTEGER PRIMARY KEY);
+	DROP TRIGGER idemgate_receipts_no_delete;
+	CREATE TRIGGER idemgate_receipts_no_delete BEFORE DELETE ON idemgate_receipts
+	WHEN NOT EXISTS (SELECT 1 FROM idemgate_prune_token) OR OLD.decision = 'pruned'
+		OR EXISTS (SELECT 1 FROM idemgate_records WHERE key = OLD.key)
+	BEGIN SELECT RAISE(ABORT, 'idemgate: receipts are append-only: DELETE refused (only a prune removes receipts: old ones of keys without a record)'); END;`,
 }
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 func migrate(ctx context.Context, w *sql.DB) error {
 	// The write pool begins IMMEDIATE: concurrent openers in other processes wait
@@ -222,3 +233,19 @@ const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
 // now, now-LeaseMargin, batch.
 const sweepRecords = `DELETE FROM idemgate_records WHERE key IN
 	(SELECT key FROM idemgate_records WHERE expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`
+
+// The prune's statements (Store.Prune). "+time" keeps SQLite from choosing the
+// time index: each batch walks the primary key from its cursor.
+const (
+	// pruneTally is the prune's snapshot in one statement: the last receipt ID and
+	// how many receipts before the cut-off (parameter 1) may go.
+	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts), 0), (SELECT count(*) FROM idemgate_receipts r
+		WHERE time < ?1 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
+	// pruneNext is the end of the next batch: the last of at most ?4 candidates
+	// after the cursor ?1, up to the snapshot's last ID ?2, before the cut-off ?3.
+	pruneNext = `SELECT max(id) FROM (SELECT id FROM idemgate_receipts
+		WHERE id > ?1 AND id <= ?2 AND +time < ?3 AND decision <> 'pruned' ORDER BY id LIMIT ?4)`
+	// pruneBatch removes the candidates in (?1, ?2] before the cut-off ?3 whose key has no record.
+	pruneBatch = `DELETE FROM idemgate_receipts WHERE id > ?1 AND id <= ?2 AND +time < ?3 AND decision <> 'pruned'
+		AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = idemgate_receipts.key)`
+)

@@ -44,6 +44,9 @@ const (
 	defaultMaxReaders  = 4
 	// defaultFlushInterval bounds the time an unsynced commit stays unsynced.
 	defaultFlushInterval = 100 * time.Millisecond
+	// pruneYield is the pause between two batches of a prune: longer than the
+	// longest sleep of SQLite's busy handler (100 ms).
+	pruneYield = 150 * time.Millisecond
 	// sweepBatch bounds one Sweep transaction when the caller passes no limit, so
 	// the write lock is never held for long and new claims are not blocked.
 	sweepBatch = 1000
@@ -79,7 +82,10 @@ type Store struct {
 	getW, upsert, insertNew, complete, release, abandon, insertReceipt *sql.Stmt
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Pruner = (*Store)(nil)
+)
 
 // Open opens (creating it when missing) the store at path with default Options.
 func Open(ctx context.Context, path string) (*Store, error) {
@@ -351,6 +357,9 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 	if !f.Until.IsZero() {
 		add("time < ?", f.Until.UnixMicro())
 	}
+	if f.AfterID > 0 {
+		add("id > ?", f.AfterID)
+	}
 	q := "SELECT " + receiptColumns + " FROM idemgate_receipts"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
@@ -414,6 +423,69 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 		}
 	}
 	return total, nil
+}
+
+// Prune removes old receipts (store.Pruner) in transactions of at most p.Batch
+// rows, each walking the primary key on from where the one before stopped; the
+// prune's receipt goes into the first one's commit.
+func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
+	if err := p.Valid(); err != nil {
+		return 0, err
+	}
+	before := p.Before.UnixMicro()
+	var last, count int64
+	if err := s.r.QueryRowContext(ctx, pruneTally, before).Scan(&last, &count); err != nil {
+		return 0, s.fail("prune receipts in", err)
+	}
+	p.Now = micro(p.Now)
+	var (
+		total  int
+		cursor int64
+	)
+	for first := true; ; first = false {
+		var (
+			next sql.NullInt64
+			n    int64
+		)
+		err := s.write(ctx, "prune receipts in", true, func(ctx context.Context, tx *sql.Tx) error {
+			if first {
+				if err := s.appendTx(ctx, tx, store.PruneReceipt(p, count)); err != nil {
+					return err
+				}
+			}
+			if err := tx.QueryRowContext(ctx, pruneNext, cursor, last, before, p.BatchSize()).Scan(&next); err != nil || !next.Valid {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO idemgate_prune_token (id) VALUES (1)`); err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, pruneBatch, cursor, next.Int64, before)
+			if err != nil {
+				return err
+			}
+			if n, err = res.RowsAffected(); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `DELETE FROM idemgate_prune_token`)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if !next.Valid {
+			return total, nil
+		}
+		cursor = next.Int64
+		// Let the writers of other processes in: SQLite's busy handler polls a
+		// locked file at most every 100 ms, and a prune that began its next batch
+		// at once would hold them off batch after batch, past their busy timeout.
+		select {
+		case <-ctx.Done():
+			return total, s.fail("prune receipts in", ctx.Err())
+		case <-time.After(pruneYield):
+		}
+	}
 }
 
 func (s *Store) put(ctx context.Context, tx *sql.Tx, r store.Record) error {

@@ -14,6 +14,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -67,6 +68,9 @@ var storeTests = []struct {
 	{"LiveClaimOutlivesItsWindow", testLiveClaimOutlivesWindow},
 	{"TakeoverKeepsTheRecordPastItsLease", testTakeoverKeepsRecord},
 	{"MayHaveSentIsMonotone", testMayHaveSentMonotone},
+	{"ReceiptCursor", testReceiptCursor},
+	{"PruneReceipts", testPruneReceipts},
+	{"PruneBesideClaims", testPruneBesideClaims},
 }
 
 // RunGate runs the conformance tests of a store.Gate against gates made by newGate:
@@ -1164,4 +1168,285 @@ func describeOp(op claimmodel.Op) string {
 		return fmt.Sprintf("Resolve to %s owner %s now %s: %v", op.To, op.Transition.Owner, op.Transition.Now.Format(time.TimeOnly), op.Err)
 	}
 	return fmt.Sprintf("%s owner %s now %s: %v", op.Kind, op.Transition.Owner, op.Transition.Now.Format(time.TimeOnly), op.Err)
+}
+
+func testReceiptCursor(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	wf := k.key("wf")
+	for i := range 25 {
+		r := store.Receipt{Time: t0.Add(time.Duration(i) * time.Second), Key: k.key(fmt.Sprint("c", i)),
+			Activity: "ChargeCard", Decision: store.DecisionRan, WorkflowID: wf}
+		if err := s.Append(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// page reads every receipt of f, Limit at a time, from the cursor on.
+	page := func(f store.ReceiptFilter) (keys []string, sizes []int) {
+		for range 100 {
+			rs, err := s.Receipts(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(rs))
+			if len(rs) == 0 {
+				return keys, sizes
+			}
+			for _, r := range rs {
+				if r.ID <= f.AfterID {
+					t.Fatalf("receipt %d returned after cursor %d", r.ID, f.AfterID)
+				}
+				keys = append(keys, strings.TrimPrefix(r.Key, k.prefix+"/"))
+			}
+			f.AfterID = rs[len(rs)-1].ID
+		}
+		t.Fatalf("paging %+v never ends: the cursor does not move", f)
+		return nil, nil
+	}
+	want := func(n int) string {
+		var w []string
+		for i := range n {
+			w = append(w, fmt.Sprint("c", i))
+		}
+		return fmt.Sprint(w)
+	}
+	got, sizes := page(store.ReceiptFilter{WorkflowID: wf, Limit: 10})
+	if fmt.Sprint(got) != want(25) || fmt.Sprint(sizes) != "[10 10 5 0]" {
+		t.Fatalf("paged by 10: %v in pages %v; want %s in [10 10 5 0]", got, sizes, want(25))
+	}
+	got, _ = page(store.ReceiptFilter{WorkflowID: wf, Until: t0.Add(20 * time.Second), Limit: 7})
+	if fmt.Sprint(got) != want(20) {
+		t.Fatalf("paged by 7 until the 20th second: %v; want %s", got, want(20))
+	}
+	all, err := s.Receipts(ctx, store.ReceiptFilter{WorkflowID: wf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := s.Receipts(ctx, store.ReceiptFilter{WorkflowID: wf, AfterID: all[9].ID})
+	if err != nil || len(rest) != 15 || rest[0].ID != all[10].ID {
+		t.Fatalf("after the 10th receipt: %d receipts (%v); want the last 15", len(rest), err)
+	}
+}
+
+// pastBase is a clock origin of its own, centuries before t0: only the prune
+// subtests write receipts that old, so a prune before it touches nothing else in
+// a shared database.
+func pastBase() time.Time {
+	return t0.AddDate(-100-rand.IntN(800), 0, 0)
+}
+
+func pruner(t *testing.T, s store.Store) store.Pruner {
+	p, ok := s.(store.Pruner)
+	if !ok {
+		t.Skipf("%T does not implement store.Pruner (optional)", s)
+	}
+	return p
+}
+
+// prunes returns the DecisionPruned receipts with this reason.
+func prunes(t *testing.T, s store.Store, reason string) []store.Receipt {
+	t.Helper()
+	rs, err := s.Receipts(context.Background(), store.ReceiptFilter{Decision: store.DecisionPruned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Receipt
+	for _, r := range rs {
+		if r.Reason == reason {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func summary(t *testing.T, r store.Receipt) store.PruneSummary {
+	t.Helper()
+	var sum store.PruneSummary
+	if err := json.Unmarshal(r.Call, &sum); err != nil {
+		t.Fatalf("pruned receipt's call %q: %v", r.Call, err)
+	}
+	return sum
+}
+
+func countKey(t *testing.T, s store.Store, key string) int {
+	t.Helper()
+	rs, err := s.Receipts(context.Background(), store.ReceiptFilter{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rs)
+}
+
+func testPruneReceipts(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	p := pruner(t, s)
+	base := pastBase()
+	// An earlier prune, before any of ours: it removes nothing of ours and its
+	// receipt must outlive the next prune.
+	early := store.Prune{Before: base.Add(-time.Hour), Now: base.Add(10 * time.Second), Actor: "ops", Reason: k.key("early")}
+	if _, err := p.Prune(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	// A live key: its old receipts stay.
+	live := k.key("live")
+	begin(t, s, claim(live, "a", "h1", base), store.OutcomeClaimed)
+	if err := s.Append(ctx, store.Receipt{Time: base.Add(time.Second), Key: live, Decision: store.DecisionRefusedInFlight}); err != nil {
+		t.Fatal(err)
+	}
+	// Keys without a record (never claimed here, or swept): their old receipts go.
+	for i := range 5 {
+		for j := range 2 {
+			if err := s.Append(ctx, store.Receipt{Time: base.Add(time.Duration(i*2+j) * time.Minute), Key: k.key(fmt.Sprint("gone-", i)),
+				Activity: "ChargeCard", Decision: store.DecisionRan}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Append(ctx, store.Receipt{Time: base, Activity: k.key("act"), Decision: store.DecisionPaused, Actor: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	// A receipt after the cut-off stays (at t0, after every prune of this suite).
+	if err := s.Append(ctx, store.Receipt{Time: t0, Key: k.key("new"), Decision: store.DecisionRan}); err != nil {
+		t.Fatal(err)
+	}
+
+	cut := base.Add(time.Hour)
+	now := base.Add(3 * time.Hour)
+	pr := store.Prune{Before: cut, Now: now, Actor: "alice", Reason: k.key("retention"), Batch: 3}
+	for _, bad := range []store.Prune{{Now: now, Reason: "r"}, {Before: now.Add(time.Second), Now: now, Reason: "r"},
+		{Before: cut, Now: now}, {Before: cut, Now: now, Reason: "r", Batch: -1}} {
+		if _, err := p.Prune(ctx, bad); err == nil {
+			t.Fatalf("Prune(%+v) accepted", bad)
+		}
+	}
+	n, err := p.Prune(ctx, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 11 {
+		t.Fatalf("Prune removed %d receipts, want 11 (5 keys without a record × 2, one pause)", n)
+	}
+	for i := range 5 {
+		if c := countKey(t, s, k.key(fmt.Sprint("gone-", i))); c != 0 {
+			t.Fatalf("gone-%d keeps %d receipts after the prune", i, c)
+		}
+	}
+	if c := countKey(t, s, live); c != 2 {
+		t.Fatalf("the live key keeps %d receipts, want its 2: the evidence of a live key never goes", c)
+	}
+	if c := countKey(t, s, k.key("new")); c != 1 {
+		t.Fatalf("the receipt after the cut-off: %d left, want 1", c)
+	}
+	if rs, err := s.Receipts(ctx, store.ReceiptFilter{Activity: k.key("act")}); err != nil || len(rs) != 0 {
+		t.Fatalf("the old pause receipt: %d left (%v), want 0", len(rs), err)
+	}
+	if e := prunes(t, s, early.Reason); len(e) != 1 {
+		t.Fatalf("the earlier prune's receipt: %d left, want 1: a prune never removes one", len(e))
+	}
+	got := prunes(t, s, pr.Reason)
+	if len(got) != 1 {
+		t.Fatalf("%d pruned receipts for one prune, want exactly 1", len(got))
+	}
+	r := got[0]
+	if r.Actor != "alice" || !r.Time.Equal(now) || r.Key != "" {
+		t.Fatalf("pruned receipt = %+v; want actor alice at %v", r, now)
+	}
+	if sum := summary(t, r); !sum.Before.Equal(cut) || sum.Count != 11 {
+		t.Fatalf("pruned receipt says %+v; want cut-off %v and count 11", sum, cut)
+	}
+	// Again: nothing left to remove, and the act is recorded all the same.
+	if n, err := p.Prune(ctx, pr); err != nil || n != 0 {
+		t.Fatalf("second Prune = %d, %v; want 0", n, err)
+	}
+	if got := prunes(t, s, pr.Reason); len(got) != 2 || summary(t, got[1]).Count != 0 {
+		t.Fatalf("after a second prune: %d pruned receipts (%+v), want 2, the second counting 0", len(got), got)
+	}
+}
+
+// testPruneBesideClaims prunes while claims on old keys and new ones commit: no
+// call fails, every claim keeps its receipt (its key has a record), and what the
+// prune removed is exactly what is gone.
+func testPruneBesideClaims(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	p := pruner(t, s)
+	base := pastBase()
+	const old, claims = 40, 20
+	for i := range old {
+		if err := s.Append(ctx, store.Receipt{Time: base, Key: k.key(fmt.Sprint("k", i)), Decision: store.DecisionRan}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		wg      sync.WaitGroup
+		removed int
+		perr    error
+	)
+	start := make(chan struct{})
+	wg.Go(func() {
+		<-start
+		removed, perr = p.Prune(ctx, store.Prune{Before: base.Add(time.Hour), Now: base.Add(2 * time.Hour), Actor: "ops",
+			Reason: k.key("beside"), Batch: 2})
+	})
+	errs := make([]error, claims)
+	for i := range claims {
+		wg.Go(func() {
+			<-start
+			// Half re-claim a key with an old receipt, half claim a new key; all
+			// at the old time, so only their records keep their receipts.
+			key := k.key(fmt.Sprint("k", i*2))
+			if i%2 == 1 {
+				key = k.key(fmt.Sprint("fresh", i))
+			}
+			o, _, err := s.Begin(ctx, claim(key, "a", "h1", base.Add(time.Minute)))
+			if err == nil && o != store.OutcomeClaimed {
+				err = fmt.Errorf("Begin(%s) = %s", key, o)
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	if perr != nil {
+		t.Fatalf("Prune beside claims: %v", perr)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("claim %d beside a prune: %v", i, err)
+		}
+	}
+	left := 0
+	for i := range old {
+		key := k.key(fmt.Sprint("k", i))
+		rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed := i%2 == 0 && i/2 < claims && (i/2)%2 == 0
+		var olds, claimReceipts int
+		for _, r := range rs {
+			switch r.Decision {
+			case store.DecisionRan:
+				olds++
+			case store.DecisionClaimed:
+				claimReceipts++
+			}
+		}
+		if !claimed && olds != 0 {
+			t.Fatalf("%s has no record but kept its old receipt", key)
+		}
+		if claimed && claimReceipts != 1 {
+			t.Fatalf("%s was claimed beside the prune but has %d claim receipts, want 1", key, claimReceipts)
+		}
+		left += olds
+	}
+	for i := 1; i < claims; i += 2 {
+		if c := countKey(t, s, k.key(fmt.Sprint("fresh", i))); c != 1 {
+			t.Fatalf("fresh%d was claimed beside the prune but has %d receipts, want its claim receipt", i, c)
+		}
+	}
+	if removed != old-left {
+		t.Fatalf("Prune reported %d removed, but %d of the %d old receipts are gone", removed, old-left, old)
+	}
+	if got := prunes(t, s, k.key("beside")); len(got) != 1 {
+		t.Fatalf("%d pruned receipts for one prune, want 1", len(got))
+	}
 }

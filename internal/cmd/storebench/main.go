@@ -13,6 +13,10 @@
 // the PostgreSQL server and of this process; -wal N prints the WAL each step writes
 // (SQLite pages, PostgreSQL bytes), store and bare, instead of timing. -cpuprofile FILE writes a CPU profile of
 // the run (go tool pprof FILE); PostgreSQL's own CPU is in the server, not here.
+// -fill N loads N records and N receipts into a store and compares a claim on it
+// with a claim on an empty store instead:
+//
+//	go run ./internal/cmd/storebench -backend sqlite -fill 10000000
 package main
 
 import (
@@ -52,6 +56,8 @@ var (
 	memcheck = flag.Int("memcheck", 0, "claim+complete this many keys on -backend and print heap in use every 100k")
 	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of this process (store and bare rounds alike) to this file")
 	cpuSteps = flag.Int("cpu", 0, "instead of timing, print the CPU time per step (PostgreSQL server processes, read from /proc, so the server must run on this machine; and this process), store and bare, over this many steps of each kind with 8 workers")
+	fill     = flag.Int("fill", 0, "instead of comparing with bare writes, load this many records and receipts into one store (batched INSERT … SELECT, not through Begin) and compare a claim on it with a claim on an empty store")
+	prune    = flag.Bool("prune", false, "with -fill: then sweep the records and prune every receipt while one worker claims, and print the prune's time and the claims' latency")
 	walSteps = flag.Int("wal", 0, "instead of timing, print the WAL written per step (SQLite pages, PostgreSQL bytes), store and bare, averaged over this many steps of one worker (at most 100 on SQLite, so that no automatic checkpoint runs in between)")
 )
 
@@ -102,6 +108,10 @@ func main() {
 				log.Fatal(err)
 			}
 		}()
+	}
+	if *fill > 0 {
+		fillBench(ctx, *fill)
+		return
 	}
 	if *memcheck > 0 {
 		s, closeFn := openStore(ctx, *backend, 8)
