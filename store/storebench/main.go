@@ -1,8 +1,8 @@
 // Command storebench measures the durable stores against bare writes of the same
 // size on the same database, in one run, and prints a markdown table:
 //
-//	go run ./internal/cmd/storebench -backend sqlite
-//	scripts/with-postgres.sh go run ./internal/cmd/storebench -backend postgres
+//	go run ./store/storebench -backend sqlite
+//	scripts/with-postgres.sh go run ./store/storebench -backend postgres
 //
 // "claim" is store.Begin on a new key against a bare single-row INSERT (one
 // commit each); "claim+complete" is Begin then Complete against a bare INSERT then
@@ -16,7 +16,7 @@
 // -fill N loads N records and N receipts into a store and compares a claim on it
 // with a claim on an empty store instead:
 //
-//	go run ./internal/cmd/storebench -backend sqlite -fill 10000000
+//	go run ./store/storebench -backend sqlite -fill 10000000
 package main
 
 import (
