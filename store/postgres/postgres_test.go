@@ -38,13 +38,15 @@ func open(t testing.TB, dsn string, o postgres.Options) *postgres.Store {
 	return s
 }
 
+// Each conformance run has a schema of its own: Sweep and Prune act on the whole
+// store, so two runs in one schema would sweep and prune each other's records.
 func TestConformance(t *testing.T) {
-	d := dsn(t)
+	d := withSchema(t, dsn(t))
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, d, postgres.Options{}) })
 }
 
 func TestConformanceStrict(t *testing.T) {
-	d := dsn(t)
+	d := withSchema(t, dsn(t))
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return open(t, d, postgres.Options{Durability: store.DurabilityStrict})
 	})

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// receiptJSON is a receipt as --json prints it.
+type receiptJSON struct {
+	ID         int64           `json:"id"`
+	Time       time.Time       `json:"time"`
+	Key        string          `json:"key"`
+	Activity   string          `json:"activity"`
+	Effect     string          `json:"effect"`
+	Decision   string          `json:"decision"`
+	ArgsHash   string          `json:"args_hash,omitempty"`
+	Call       json.RawMessage `json:"call,omitempty"`
+	WorkflowID string          `json:"workflow_id,omitempty"`
+	RunID      string          `json:"run_id,omitempty"`
+	Attempt    int32           `json:"attempt,omitempty"`
+	ResultRef  string          `json:"result_ref,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Actor      string          `json:"actor,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Resolution string          `json:"resolution,omitempty"`
+}
+
+func toReceiptJSON(r store.Receipt) receiptJSON {
+	j := receiptJSON{ID: r.ID, Time: r.Time.UTC(), Key: r.Key, Activity: r.Activity, Effect: r.Effect,
+		Decision: string(r.Decision), ArgsHash: r.ArgsHash, WorkflowID: r.WorkflowID, RunID: r.RunID, Attempt: r.Attempt,
+		ResultRef: r.ResultRef, Error: r.Error, Actor: r.Actor, Reason: r.Reason, Resolution: r.Resolution}
+	if json.Valid(r.Call) {
+		j.Call = r.Call
+	}
+	return j
+}
+
+func (c *cli) receipts(args []string) error {
+	if sub, err := c.receiptsSub(args); sub {
+		return err
+	}
+	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --reason WHY", "Lists the append-only receipts, oldest first.\n"+
+		"`idemgate receipts export --help` and `idemgate receipts prune --help`: archive and remove old receipts.", true)
+	key := f.String("key", "", "only this key (the stored key; with --namespace and --activity, a business key)")
+	ns := f.String("namespace", "", "with --key and --activity: --key is the business key given to interceptor.WithKey in this Temporal namespace")
+	wf := f.String("workflow", "", "only this workflow ID")
+	act := f.String("activity", "", "only this activity type")
+	since := f.Duration("since", 0, "only receipts of the last DURATION (e.g. 1h, 30m)")
+	decision := f.String("decision", "", "only this decision: "+decisionList())
+	limit := f.Int("limit", 100, "show at most N receipts (0: all)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 && (pos[0] == "export" || pos[0] == "prune") {
+		return usagef("put %q first: `idemgate receipts %s --before T ...`", pos[0], pos[0])
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q: filter with --key, --workflow, --activity, --since, --decision", pos[0])
+	}
+	if *since < 0 || *limit < 0 {
+		return usagef("--since and --limit must not be negative")
+	}
+	if *decision != "" && !slices.Contains(store.Decisions, store.Decision(*decision)) {
+		return usagef("unknown decision %q: use one of %s", *decision, decisionList())
+	}
+	k, err := businessKey(*key, *ns, *act)
+	if err != nil {
+		return err
+	}
+	filter := store.ReceiptFilter{Key: k, WorkflowID: *wf, Activity: *act, Decision: store.Decision(*decision)}
+	if *since > 0 {
+		filter.Since = c.now().Add(-*since)
+	}
+	if *limit > 0 {
+		filter.Limit = *limit + 1 // one more tells whether there are more
+	}
+	ctx, st, done, err := c.session(f)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rs, err := st.Receipts(ctx, filter)
+	if err != nil {
+		return err
+	}
+	more := *limit > 0 && len(rs) > *limit
+	if more {
+		rs = rs[:*limit]
+	}
+	if f.json {
+		out := make([]receiptJSON, 0, len(rs))
+		for _, r := range rs {
+			out = append(out, toReceiptJSON(r))
+		}
+		return c.printJSON(out)
+	}
+	if len(rs) == 0 {
+		fmt.Fprintln(c.stdout, "no receipts match")
+		return nil
+	}
+	tw := c.table()
+	row(tw, "TIME", "KEY", "ACTIVITY", "EFFECT", "WORKFLOW/RUN", "ATTEMPT", "DECISION", "ARGS HASH", "RESULT", "NOTE")
+	for _, r := range rs {
+		d := string(r.Decision)
+		if r.Resolution != "" {
+			d += " (" + r.Resolution + ")"
+		}
+		note := r.Error
+		if r.Actor != "" || r.Reason != "" {
+			note = strings.TrimSpace(fmt.Sprintf("by %s: %s %s", dash(r.Actor), r.Reason, note))
+		}
+		note += pruneNote(r)
+		run := "-"
+		if r.WorkflowID != "" {
+			run = r.WorkflowID + "/" + clip(r.RunID, 8)
+		}
+		attempt := "-"
+		if r.Attempt > 0 {
+			attempt = fmt.Sprint(r.Attempt)
+		}
+		row(tw, ts(r.Time), r.Key, r.Activity, r.Effect, run, attempt, d, clip(r.ArgsHash, 12), r.ResultRef, clip(note, 100))
+	}
+	tw.Flush()
+	if more {
+		fmt.Fprintf(c.stderr, "showing the first %d receipts; narrow with --since, --key, --workflow or raise --limit\n", *limit)
+	}
+	return nil
+}
+
+func decisionList() string {
+	var s []string
+	for _, d := range store.Decisions {
+		s = append(s, string(d))
+	}
+	return strings.Join(s, ", ")
+}
