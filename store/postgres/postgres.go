@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/internal/sqlq"
 )
 
 // Options tunes a Store. The zero value is the documented default for every field.
@@ -354,45 +353,9 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 
 // Receipts lists matching receipts, oldest first.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, cond+" $"+strconv.Itoa(len(args)))
-	}
-	if f.Key != "" {
-		add("key =", f.Key)
-	}
-	if f.WorkflowID != "" {
-		add("workflow_id =", f.WorkflowID)
-	}
-	if f.Activity != "" {
-		add("activity =", f.Activity)
-	}
-	if f.Decision != "" {
-		add("decision =", string(f.Decision))
-	}
-	if !f.Since.IsZero() {
-		add("time >=", micro(f.Since))
-	}
-	if !f.Until.IsZero() {
-		add("time <", micro(f.Until))
-	}
-	if f.AfterID > 0 {
-		add("id >", f.AfterID)
-	}
+	tail, args := sqlq.ReceiptQuery(f, sqlq.Dollar, func(t time.Time) any { return micro(t) })
 	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
-		result_ref, error, actor, reason, resolution FROM idemgate_receipts`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY id"
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		q += " LIMIT $" + strconv.Itoa(len(args))
-	}
+		result_ref, error, actor, reason, resolution FROM idemgate_receipts` + tail
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
@@ -421,26 +384,16 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 // 1000 per statement. Rows a Begin holds are skipped, never waited for, so a sweep
 // does not block new claims. Receipts are kept.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
-	total := 0
-	for limit <= 0 || total < limit {
-		batch := sweepBatch
-		if limit > 0 {
-			batch = min(batch, limit-total)
-		}
+	return sqlq.SweepBatches(limit, sweepBatch, func(batch int) (int64, error) {
 		tag, err := s.pool.Exec(ctx, `WITH doomed AS (
 			SELECT key FROM idemgate_records WHERE expires_at <= $1 AND NOT `+notExpired+`
 			ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)
 			DELETE FROM idemgate_records r USING doomed WHERE r.key = doomed.key`, micro(now), store.LeaseMargin, batch)
 		if err != nil {
-			return total, s.fail("sweep", err)
+			return 0, s.fail("sweep", err)
 		}
-		n := int(tag.RowsAffected())
-		total += n
-		if n < batch {
-			break
-		}
-	}
-	return total, nil
+		return tag.RowsAffected(), nil
+	})
 }
 
 // The prune's statements (Store.Prune).

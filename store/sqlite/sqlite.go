@@ -17,6 +17,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/internal/sqlq"
 )
 
 // Options tunes a Store. The zero value is the documented default for every field.
@@ -334,41 +335,8 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 
 // Receipts lists matching receipts, oldest first.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
-	if f.Key != "" {
-		add("key = ?", f.Key)
-	}
-	if f.WorkflowID != "" {
-		add("workflow_id = ?", f.WorkflowID)
-	}
-	if f.Activity != "" {
-		add("activity = ?", f.Activity)
-	}
-	if f.Decision != "" {
-		add("decision = ?", string(f.Decision))
-	}
-	if !f.Since.IsZero() {
-		add("time >= ?", f.Since.UnixMicro())
-	}
-	if !f.Until.IsZero() {
-		add("time < ?", f.Until.UnixMicro())
-	}
-	if f.AfterID > 0 {
-		add("id > ?", f.AfterID)
-	}
-	q := "SELECT " + receiptColumns + " FROM idemgate_receipts"
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY id"
-	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
+	tail, args := sqlq.ReceiptQuery(f, sqlq.Question, func(t time.Time) any { return t.UnixMicro() })
+	q := "SELECT " + receiptColumns + " FROM idemgate_receipts" + tail
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
@@ -398,14 +366,8 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 // transactions of at most 1000 rows so that claims from this and other processes
 // wait for no more than one short batch. Receipts are kept.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
-	total := 0
-	for limit <= 0 || total < limit {
-		batch := sweepBatch
-		if limit > 0 {
-			batch = min(batch, limit-total)
-		}
-		var n int64
-		err := s.write(ctx, "sweep", false, func(ctx context.Context, tx *sql.Tx) error {
+	return sqlq.SweepBatches(limit, sweepBatch, func(batch int) (n int64, err error) {
+		err = s.write(ctx, "sweep", false, func(ctx context.Context, tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, sweepRecords, now.UnixMicro(), now.UnixMicro(),
 				now.Add(-store.LeaseMargin).UnixMicro(), batch)
 			if err != nil {
@@ -414,15 +376,8 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 			n, err = res.RowsAffected()
 			return err
 		})
-		if err != nil {
-			return total, err
-		}
-		total += int(n)
-		if int(n) < batch {
-			break
-		}
-	}
-	return total, nil
+		return n, err
+	})
 }
 
 // Prune removes old receipts (store.Pruner) in transactions of at most p.Batch
