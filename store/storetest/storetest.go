@@ -1077,12 +1077,12 @@ func testMayHaveSentAfterLease(t *testing.T, s store.Gate, k *keys) {
 	begin(t, s, claim(key, "c", "h1", t0.Add(13*time.Second)), store.OutcomeUnknown)
 }
 
-// modelSequences is how many random walks of store/claimmodel ModelSequences
-// replays, and their depth; the seed is fixed so every backend gets the same walks.
+// modelSequences (race.go, norace.go) is how many random walks of store/claimmodel
+// ModelSequences replays; modelDepth their depth; the seed is fixed so every backend
+// gets the same walks.
 const (
-	modelSequences = 2000
-	modelDepth     = 12
-	modelSeed      = 10
+	modelDepth = 12
+	modelSeed  = 10
 )
 
 // The same event sequences the claim model explores, replayed through the backend:
