@@ -268,7 +268,7 @@ func (d *Demo) ResetPastCharge(ctx context.Context, jobID, runID string) (Check,
 // Rerun re-runs the recorded job under the default rerun policy: reads run, the
 // first write is refused and its exact call printed.
 func (d *Demo) Rerun(ctx context.Context) (Check, error) {
-	c := Check{Scenario: "5. a replay of the job: reads run, writes are withheld", OK: true}
+	c := Check{Scenario: "5. a re-run of the job: reads run, writes are withheld", OK: true}
 	jobID := d.jobID("support-replay")
 	c.Jobs = []string{jobID}
 	d.say("== %s (job %s)", c.Scenario, jobID)
