@@ -30,6 +30,7 @@ type HandOff struct {
 	Attempt    int32  `json:"attempt,omitempty"`
 }
 
+// handOffCtx carries the attempt's *call to AsyncToken, which builds the HandOff.
 type handOffCtx struct{}
 
 // AsyncToken returns, inside an activity, what to hand to the code that completes
@@ -42,7 +43,10 @@ func AsyncToken(ctx context.Context) (HandOff, error) {
 	if !activity.IsActivity(ctx) {
 		return HandOff{}, errors.New("idemgate: AsyncToken called outside an activity")
 	}
-	h, _ := ctx.Value(handOffCtx{}).(HandOff)
+	var h HandOff
+	if c, ok := ctx.Value(handOffCtx{}).(*call); ok {
+		h = c.handOff() // built only here: most writes never hand off
+	}
 	h.TaskToken = activity.GetInfo(ctx).TaskToken
 	return h, nil
 }

@@ -244,7 +244,7 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 			c.abandon(errors.New("the activity panicked"), store.DecisionUnknown)
 		}
 	}()
-	actx = context.WithValue(attempt.NewContext(actx, st), handOffCtx{}, c.handOff())
+	actx = context.WithValue(attempt.NewContext(actx, st), handOffCtx{}, c)
 	res, err = next.ExecuteActivity(actx, in)
 	finished = true
 	faultpoint.Hit(faultpoint.AfterAnswer)
