@@ -46,10 +46,22 @@ type PriceOptions struct {
 	// ProfileDir, when set, receives a CPU profile of each worker process
 	// (<configuration>.pprof), written when Price stops them.
 	ProfileDir string
+	// Probe, when set, times N bare synced SQLite inserts in every round, beside the
+	// workflows (PriceResult.Insert).
+	Probe *SyncProbe
 }
 
-// PriceStore is one gated configuration.
-type PriceStore struct{ Name, Spec string }
+// PriceResult is what Price measured.
+type PriceResult struct {
+	Rows []PriceRow
+	// Insert is the median over the rounds of a bare synced SQLite insert (zero
+	// without PriceOptions.Probe).
+	Insert time.Duration
+}
+
+// PriceStore is one gated configuration: a name for the tables, a store spec and
+// its durability ("claim", "strict", or "" for the default).
+type PriceStore struct{ Name, Spec, Durability string }
 
 // PriceRow is one class × regular/local × store, against the bare worker.
 type PriceRow struct {
@@ -67,7 +79,7 @@ type sample struct{ wall, cpu time.Duration }
 // activities of each class, regular and local, on a bare worker process (no
 // interceptor) and on a gated one per store, and returns the per-activity wall time
 // and worker CPU (the worker process's getrusage) with their ratios.
-func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
+func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 	if o.N == 0 {
 		o.N = 200
 	}
@@ -76,7 +88,7 @@ func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
 	}
 	world, err := vendorsim.Start()
 	if err != nil {
-		return nil, err
+		return PriceResult{}, err
 	}
 	defer world.Close()
 	type cfg struct {
@@ -93,20 +105,20 @@ func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
 		spec := WorkerSpec{Bin: o.Bin, HostPort: o.HostPort, Namespace: o.Namespace, Queue: c.q, World: world,
 			Bare: i == 0, Sticky: true}
 		if i > 0 {
-			spec.Store = o.Stores[i-1].Spec
+			spec.Store, spec.Durability = o.Stores[i-1].Spec, o.Stores[i-1].Durability
 		}
 		if o.ProfileDir != "" {
 			spec.CPUProfile = filepath.Join(o.ProfileDir, c.name+".pprof")
 		}
 		if c.proc, err = StartWorker(spec); err != nil {
-			return nil, err
+			return PriceResult{}, err
 		}
 		defer c.proc.Stop()
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := c.proc.WaitReady(rctx)
 		cancel()
 		if err != nil {
-			return nil, err
+			return PriceResult{}, err
 		}
 	}
 	runOne := func(c *cfg, pc PriceClass, local bool, n int) (sample, error) {
@@ -142,7 +154,7 @@ func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
 		for _, pc := range PriceClasses {
 			for _, local := range []bool{false, true} {
 				if _, err := runOne(c, pc, local, 20); err != nil {
-					return nil, err
+					return PriceResult{}, err
 				}
 			}
 		}
@@ -153,7 +165,18 @@ func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
 		cfg   int
 	}
 	samples := map[cellKey][]sample{}
+	var inserts []time.Duration
 	for r := range o.Rounds {
+		if o.Probe != nil {
+			d, err := o.Probe.Insert(ctx, o.N)
+			if err != nil {
+				return PriceResult{}, err
+			}
+			inserts = append(inserts, d)
+			if o.Progress != nil {
+				o.Progress(fmt.Sprintf("round %d bare synced SQLite insert: %v", r+1, d.Round(time.Microsecond)))
+			}
+		}
 		for ci, pc := range PriceClasses {
 			for _, local := range []bool{false, true} {
 				// Rotate the order each round so no configuration always runs first.
@@ -161,7 +184,7 @@ func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
 					i := (k + r) % len(cfgs)
 					s, err := runOne(cfgs[i], pc, local, o.N)
 					if err != nil {
-						return nil, err
+						return PriceResult{}, err
 					}
 					key := cellKey{ci, local, i}
 					samples[key] = append(samples[key], s)
@@ -194,7 +217,7 @@ func Price(ctx context.Context, o PriceOptions) ([]PriceRow, error) {
 			}
 		}
 	}
-	return rows, nil
+	return PriceResult{Rows: rows, Insert: median(inserts)}, nil
 }
 
 func kind(local bool) string {
@@ -227,6 +250,51 @@ func PriceMarkdown(rows []PriceRow, n, rounds int) string {
 			r.BareWall.Round(time.Microsecond), r.GateWall.Round(time.Microsecond), r.WallRatio,
 			r.BareCPU.Round(time.Microsecond), r.GateCPU.Round(time.Microsecond), r.CPURatio,
 			(r.GateCPU - r.BareCPU).Round(time.Microsecond))
+	}
+	return b.String()
+}
+
+// PriceTargets prints, for each gated configuration Price measured, the rows of
+// the price targets (issue 11) that the harness measures, each with its measured
+// value and whether it is met. Configurations are named as faultreport names
+// them: "sqlite", "postgres", and "-strict" for the strict durability.
+func PriceTargets(res PriceResult) string {
+	var b strings.Builder
+	b.WriteString("| measure | target | measured | |\n|---|---|---|---|\n")
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**"
+	}
+	us := func(d time.Duration) string { return d.Round(time.Microsecond).String() }
+	for _, r := range res.Rows {
+		strict := strings.HasSuffix(r.Store, "-strict")
+		pg := strings.HasPrefix(r.Store, "postgres")
+		what := fmt.Sprintf("%s %s (%s), %s", kind(r.Local), r.Effect, r.Tool, r.Store)
+		added := r.GateWall - r.BareWall
+		cpu := r.GateCPU - r.BareCPU
+		switch {
+		case r.Effect == "read" && !r.Local:
+			fmt.Fprintf(&b, "| %s | ≤ 1.02× bare wall | %.3f× | %s |\n", what, r.WallRatio, verdict(r.WallRatio <= 1.02))
+		case r.Effect == "read" && r.Local:
+			fmt.Fprintf(&b, "| %s | ≤ bare + 30µs | %s + %s | %s |\n", what, us(r.BareWall), us(added), verdict(added <= 30*time.Microsecond))
+		case r.Local && !pg && !strict:
+			limit := res.Insert + 50*time.Microsecond
+			fmt.Fprintf(&b, "| %s | ≤ bare + one synced insert (%s) + 50µs = bare + %s | %s + %s | %s |\n", what,
+				us(res.Insert), us(limit), us(r.BareWall), us(added), verdict(res.Insert > 0 && added <= limit))
+		case r.Local:
+			fmt.Fprintf(&b, "| %s | (no target) | %s + %s | |\n", what, us(r.BareWall), us(added))
+		case !pg && !strict:
+			fmt.Fprintf(&b, "| %s | ≤ 1.05× bare wall, worker CPU added ≤ 200µs | %.3f×, CPU %+v | %s |\n", what, r.WallRatio, us(cpu),
+				verdict(r.WallRatio <= 1.05 && cpu <= 200*time.Microsecond))
+		case pg && !strict:
+			fmt.Fprintf(&b, "| %s | ≤ 1.10× bare wall | %.3f× | %s |\n", what, r.WallRatio, verdict(r.WallRatio <= 1.10))
+		case !pg && strict:
+			fmt.Fprintf(&b, "| %s | ≤ 1.10× bare wall | %.3f× | %s |\n", what, r.WallRatio, verdict(r.WallRatio <= 1.10))
+		default:
+			fmt.Fprintf(&b, "| %s | (no target) | %.3f× | |\n", what, r.WallRatio)
+		}
 	}
 	return b.String()
 }

@@ -63,6 +63,8 @@ type WorkerSpec struct {
 	Sticky bool
 	// CPUProfile, when set, is where the process writes its CPU profile when stopped.
 	CPUProfile string
+	// Durability is the store's durability ("claim" or "strict"; "" is the default, claim).
+	Durability string
 }
 
 // StartWorker starts a worker process.
@@ -74,6 +76,9 @@ func StartWorker(s WorkerSpec) (*Proc, error) {
 		"--payments-url", w.Payments.URL, "--email-url", w.Email.URL, "--chat-url", w.Chat.URL}
 	if s.CPUProfile != "" {
 		args = append(args, "--cpuprofile", s.CPUProfile)
+	}
+	if s.Durability != "" {
+		args = append(args, "--durability", s.Durability)
 	}
 	p := &Proc{lines: make(chan string, 64), done: make(chan struct{})}
 	p.cmd = exec.Command(s.Bin, args...)

@@ -49,26 +49,47 @@ func run(ctx context.Context) int {
 	n := flag.Int("n", 200, "activities per workflow in the price measurement")
 	rounds := flag.Int("rounds", 5, "side-by-side rounds of the price measurement")
 	profile := flag.String("cpuprofile", "", "directory for CPU profiles of the price run's worker processes (bare.pprof, sqlite.pprof, postgres.pprof)")
-	stores := flag.String("stores", "sqlite,postgres", "stores to run on (PostgreSQL needs IDEMGATE_POSTGRES_DSN)")
+	stores := flag.String("stores", "sqlite,postgres", "stores the fault matrix runs on (PostgreSQL needs IDEMGATE_POSTGRES_DSN)")
+	priceStores := flag.String("price-stores", "sqlite,sqlite-strict,postgres", "gated configurations the price is measured on: sqlite, postgres, each optionally with -strict (every step synced)")
 	flag.Parse()
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "faultreport: "+format+"\n", args...) }
 
-	var st []string
 	dsn := os.Getenv("IDEMGATE_POSTGRES_DSN")
-	for _, s := range strings.Split(*stores, ",") {
-		switch s = strings.TrimSpace(s); s {
-		case "sqlite":
-			st = append(st, s)
-		case "postgres":
-			if dsn == "" {
-				say("IDEMGATE_POSTGRES_DSN is not set: skipping PostgreSQL (run under scripts/with-postgres.sh)")
-				continue
+	parse := func(flagName, list string, strictOK bool) ([]string, bool) {
+		var st []string
+		for _, s := range strings.Split(list, ",") {
+			s = strings.TrimSpace(s)
+			base := s
+			if strictOK {
+				base = strings.TrimSuffix(s, "-strict")
 			}
-			st = append(st, s)
-		default:
-			say("unknown store %q: use sqlite, postgres", s)
-			return 2
+			switch base {
+			case "sqlite":
+				st = append(st, s)
+			case "postgres":
+				if dsn == "" {
+					say("IDEMGATE_POSTGRES_DSN is not set: skipping %s (run under scripts/with-postgres.sh)", s)
+					continue
+				}
+				st = append(st, s)
+			default:
+				if strictOK {
+					say("-%s: unknown configuration %q: use sqlite, postgres, sqlite-strict, postgres-strict", flagName, s)
+				} else {
+					say("-%s: unknown store %q: use sqlite, postgres", flagName, s)
+				}
+				return nil, false
+			}
 		}
+		return st, true
+	}
+	st, ok := parse("stores", *stores, false)
+	if !ok {
+		return 2
+	}
+	pst, ok := parse("price-stores", *priceStores, true)
+	if !ok {
+		return 2
 	}
 	dir, err := os.MkdirTemp("", "idemgate-faultreport")
 	if err != nil {
@@ -106,7 +127,8 @@ func run(ctx context.Context) int {
 		c, hostPort, ns = srv.GetDefaultClient(), srv.GetFrontendHostPort(), srv.GetDefaultNamespace()
 		serverDesc = "in-process Temporal server (temporaltest, history.transferProcessorMaxPollRPS=1000)"
 	}
-	fmt.Printf("# idemgate fault report\n\n%s, %s, stores: %s\n\n", time.Now().UTC().Format(time.RFC3339), serverDesc, strings.Join(st, "+"))
+	fmt.Printf("# idemgate fault report\n\n%s, %s, stores: %s, price on: %s\n\n", time.Now().UTC().Format(time.RFC3339), serverDesc,
+		strings.Join(st, "+"), strings.Join(pst, "+"))
 
 	failed := false
 	if *matrix {
@@ -152,11 +174,21 @@ func run(ctx context.Context) int {
 			say("%v", err)
 			return 1
 		}
+		probe, err := faults.NewSyncProbe(ctx, dir)
+		if err != nil {
+			say("%v", err)
+			return 1
+		}
+		defer probe.Close()
 		o := faults.PriceOptions{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, N: *n, Rounds: *rounds,
-			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile}
-		for _, s := range st {
-			spec := filepath.Join(dir, "price.db")
-			if s == "postgres" {
+			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile, Probe: probe}
+		for _, s := range pst {
+			spec := filepath.Join(dir, s+".db")
+			durability := "claim"
+			if strings.HasSuffix(s, "-strict") {
+				durability = "strict"
+			}
+			if strings.HasPrefix(s, "postgres") {
 				d, drop, err := faults.PostgresSchema(ctx, dsn)
 				if err != nil {
 					say("PostgreSQL: %v", err)
@@ -165,14 +197,16 @@ func run(ctx context.Context) int {
 				defer drop()
 				spec = d
 			}
-			o.Stores = append(o.Stores, faults.PriceStore{Name: s, Spec: spec})
+			o.Stores = append(o.Stores, faults.PriceStore{Name: s, Spec: spec, Durability: durability})
 		}
-		rows, err := faults.Price(ctx, o)
+		res, err := faults.Price(ctx, o)
 		if err != nil {
 			say("price: %v", err)
 			return 1
 		}
-		fmt.Printf("## Price\n\n%s\n", faults.PriceMarkdown(rows, *n, *rounds))
+		fmt.Printf("## Price\n\n%s\nBare synced SQLite insert (one row per commit, WAL, synchronous=FULL, same disk), median of the rounds: %v\n\n",
+			faults.PriceMarkdown(res.Rows, *n, *rounds), res.Insert.Round(time.Microsecond))
+		fmt.Printf("### Targets\n\n%s\n", faults.PriceTargets(res))
 	}
 	if failed {
 		return 1
