@@ -14,8 +14,9 @@ import (
 
 // The commit queue. Every write of this process goes through it: whoever finds
 // no commit running takes up to maxBatch queued writes into one BEGIN IMMEDIATE
-// transaction, runs each under its own SAVEPOINT (so one failure rolls back that
-// write alone), and commits once; the writes that queued meanwhile form the next
+// transaction, runs them, and commits once — when one of them fails, the
+// transaction is rolled back and the batch runs again with each write under its
+// own SAVEPOINT (so one failure rolls back that write alone); the writes that queued meanwhile form the next
 // batch, led by the oldest of them. A batch holding a synced write (a claim, a
 // pause, or any write under DurabilityStrict) commits with synchronous=FULL, the
 // others with NORMAL on the same WAL: committed and visible, but on disk only
@@ -144,6 +145,38 @@ func (s *Store) commit(batch []*job, sync bool) bool {
 	tx, err := s.w.BeginTx(bg, nil)
 	if err != nil {
 		return fail(err)
+	}
+	if len(live) > 1 {
+		// The common case first: every write succeeds, and none needs a savepoint
+		// (two statements each). When one fails, the whole transaction is rolled
+		// back and the batch runs again below, each write under its own savepoint;
+		// the writes' functions only assign their outputs, so running one again is
+		// the same as running it once.
+		plain := true
+		for _, j := range live {
+			if err := j.fn(context.WithoutCancel(j.ctx), tx); err != nil {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			if s.beforeCommit != nil {
+				s.beforeCommit(tx, len(live))
+			}
+			if err := tx.Commit(); err != nil {
+				return fail(err)
+			}
+			return true
+		}
+		s.mu.Lock()
+		s.retried++
+		s.mu.Unlock()
+		if err := tx.Rollback(); err != nil {
+			return fail(err)
+		}
+		if tx, err = s.w.BeginTx(bg, nil); err != nil {
+			return fail(err)
+		}
 	}
 	ok := 0
 	for i, j := range live {

@@ -13,8 +13,9 @@
 // syncs. Under store.DurabilityStrict every commit is FULL.
 //
 // Writes of one process queue for one connection and commit in groups: whoever
-// finds no commit running takes up to 128 queued writes into one transaction, each
-// under its own SAVEPOINT (a failing write is rolled back alone), and commits once;
+// finds no commit running takes up to 128 queued writes into one transaction and
+// commits once (when one of them fails, the batch runs again with each write under
+// its own SAVEPOINT, so a failing write is rolled back alone);
 // a group that holds a claim is synced, so concurrent claims share one sync.
 // Store.Begin applies
 // store.Decide, and Complete, Release and Abandon apply store.Apply, inside one

@@ -265,6 +265,16 @@ func TestConcurrentClaimsShareOneCommit(t *testing.T) {
 	if c, sy, _, _ := s.counters(); sy != c {
 		t.Errorf("%d commits, %d synced; want every claim batch synced", c, sy)
 	}
+	// Losing a race for a key is an outcome, not a failed write: no batch ran twice.
+	if r := s.retriedBatches(); r != 0 {
+		t.Errorf("%d batches ran again with savepoints; want 0 (no write failed)", r)
+	}
+}
+
+func (s *Store) retriedBatches() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retried
 }
 
 // One write of a batch fails after it has written; its neighbours, before and
@@ -305,6 +315,9 @@ func TestBatchKeepsEachOutcome(t *testing.T) {
 	}
 	if errs[0] != nil || !errors.Is(errs[1], boom) || errs[2] != nil {
 		t.Fatalf("outcomes %v; want nil, boom, nil", errs)
+	}
+	if r := s.retriedBatches(); r != 1 {
+		t.Errorf("%d batches ran again with savepoints; want 1 (the one with the failing write)", r)
 	}
 	if rec, err := s.Get(ctx, "before"); err != nil || rec.State != store.StateClaimed {
 		t.Errorf("the claim before the failure: %+v, %v; want it committed", rec, err)

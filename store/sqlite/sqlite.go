@@ -79,6 +79,7 @@ type Store struct {
 	synced     int64 // commits known to be on disk
 	flushes    int64 // syncs by the flusher that succeeded
 	syncFailed bool  // a sync failed: every later commit is synced
+	retried    int64 // batches run again with a savepoint per write, after one write failed
 
 	getW, upsert, insertNew, complete, release, abandon, insertReceipt *sql.Stmt
 }
