@@ -34,11 +34,14 @@ type Dedup struct {
 }
 
 type dedupEntry struct {
-	tool    string
-	hash    [32]byte
-	done    bool
-	result  *mcp.CallToolResult
-	expires time.Time
+	tool string
+	// raw hashes the arguments as sent, hash their canonical form: a repeat sent
+	// byte for byte the same (what a retry of the same client sends) is matched
+	// without decoding; any other is compared by canonical form.
+	raw, hash [32]byte
+	done      bool
+	replay    *mcp.CallToolResult // the stored result, marked MetaReplayed
+	expires   time.Time
 }
 
 // NewDedup returns a Dedup that remembers finished calls for window (0: DefaultDedupWindow).
@@ -63,10 +66,7 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if key == "" {
 			return next(ctx, method, req)
 		}
-		hash, err := argsHash(p.Arguments)
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %s: arguments are not JSON: %v", p.Name, err)}
-		}
+		raw := sha256.Sum256(p.Arguments)
 		now := d.now()
 		d.mu.Lock()
 		e := d.entries[key]
@@ -76,34 +76,61 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		if e != nil {
 			d.mu.Unlock()
+			same := e.tool == p.Name && e.raw == raw
+			if !same && e.tool == p.Name {
+				hash, err := argsHash(p.Arguments)
+				if err != nil {
+					return nil, invalidArgs(p.Name, err)
+				}
+				same = e.hash == hash
+			}
 			switch {
-			case e.tool != p.Name || e.hash != hash:
+			case !same:
 				return nil, &jsonrpc.Error{Code: CodeConflict, Message: fmt.Sprintf("idempotency key %s was used for "+
 					"tool %s with other arguments; this call (tool %s) was not run", key, e.tool, p.Name)}
 			case !e.done:
 				return nil, &jsonrpc.Error{Code: CodeInFlight, Message: fmt.Sprintf("idempotency key %s: tool %s is "+
 					"still running with it; not run twice", key, p.Name)}
 			}
-			return replayed(e.result), nil
+			return e.replay, nil
 		}
-		e = &dedupEntry{tool: p.Name, hash: hash}
+		d.mu.Unlock()
+		hash, err := argsHash(p.Arguments)
+		if err != nil {
+			return nil, invalidArgs(p.Name, err)
+		}
+		d.mu.Lock()
+		if d.entries[key] != nil { // another call with this key came in meanwhile: let the caller retry
+			d.mu.Unlock()
+			return nil, &jsonrpc.Error{Code: CodeInFlight, Message: fmt.Sprintf("idempotency key %s: tool %s is "+
+				"already being called with it; not run twice", key, p.Name)}
+		}
+		e = &dedupEntry{tool: p.Name, raw: raw, hash: hash}
 		d.entries[key] = e
 		d.expire(now)
 		d.mu.Unlock()
 
 		res, err := next(ctx, method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		var replay *mcp.CallToolResult
+		if err == nil && ok {
+			replay = replayed(r)
+		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		r, ok := res.(*mcp.CallToolResult)
-		if err != nil || !ok {
+		if replay == nil {
 			// A protocol error: the tool did not produce a result. Forget the key so a
 			// retry runs; the tool's own contract decides whether that is safe.
 			delete(d.entries, key)
 			return res, err
 		}
-		e.done, e.result, e.expires = true, r, d.now().Add(d.window)
+		e.done, e.replay, e.expires = true, replay, d.now().Add(d.window)
 		return res, nil
 	}
+}
+
+func invalidArgs(tool string, err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %s: arguments are not JSON: %v", tool, err)}
 }
 
 // expire drops finished entries past their window; running ones stay. Called with
@@ -121,7 +148,8 @@ func (d *Dedup) expire(now time.Time) {
 	}
 }
 
-// replayed is a copy of r marked as answered from the store.
+// replayed is a copy of r marked as answered from the store; every repeat is
+// answered with the same copy, which nothing changes.
 func replayed(r *mcp.CallToolResult) *mcp.CallToolResult {
 	c := *r
 	c.Meta = mcp.Meta{}

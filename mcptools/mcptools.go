@@ -474,6 +474,12 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 }
 
 func texts(cs []mcp.Content) string {
+	if len(cs) == 1 { // the common case, without a slice to join
+		if t, ok := cs[0].(*mcp.TextContent); ok {
+			return t.Text
+		}
+		return ""
+	}
 	var parts []string
 	for _, c := range cs {
 		if t, ok := c.(*mcp.TextContent); ok {
