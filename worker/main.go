@@ -20,7 +20,9 @@
 // spaces). The worker dials each at start — one it cannot reach stops it before
 // anything starts — registers every tool as the activity mcp.NAME.TOOL, classifies
 // it by its name tightened by its annotations, and offers it to the planner next to
-// the built-in tools.
+// the built-in tools. --mcp-dedup NAME=DURATION says that server deduplicates calls by
+// their key for that long (mcptools.Dedup): the gate then re-sends a destructive call
+// whose outcome is unknown, with its key, inside that window instead of refusing it.
 package main
 
 import (
@@ -31,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	observe := fs.String("observe", os.Getenv("IDEMGATE_OBSERVE"), "stdout: print each gate decision as a JSON line (span attribute names)")
 	var servers mcpFlag
 	fs.Var(&servers, "mcp", "an MCP server's tools as activities mcp.NAME.TOOL: NAME=URL (streamable HTTP) or 'NAME=COMMAND ARGS' (stdio); repeatable")
+	dedup := dedupFlag{}
+	fs.Var(dedup, "mcp-dedup", "NAME=DURATION: the MCP server NAME deduplicates calls by key for DURATION (e.g. shop=24h), so a destructive call whose outcome is unknown is re-sent with its key inside that window; repeatable")
 	if err := secrets.RefuseFlag(args, "llm-api-key", "OPENAI_API_KEY", "llm-api-key-file"); err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
@@ -116,7 +121,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker: --durability: %v\n", err)
 		return 2
 	}
-	bridges, err := dialMCP(ctx, servers)
+	for name := range dedup {
+		if !slices.ContainsFunc(servers, func(m mcpServer) bool { return m.name == name }) {
+			fmt.Fprintf(stderr, "worker: --mcp-dedup %s=%v: no --mcp %s=URL is given: name a server of --mcp\n", name, dedup[name], name)
+			return 2
+		}
+	}
+	bridges, err := dialMCP(ctx, servers, dedup)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
@@ -172,6 +183,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, name := range b.Names() {
 			cl := census.Effects[name]
 			fmt.Fprintf(stdout, "mcp: %s: %s — %s\n", name, cl.Effect, cl.Reason())
+			if w, ok := opts.VendorWindows[name]; ok {
+				fmt.Fprintf(stdout, "mcp: %s: the server deduplicates keys for %v: an unknown outcome is re-sent with its key inside it\n", name, w)
+			}
 		}
 	}
 	for _, name := range census.Review {
@@ -238,16 +252,42 @@ func (f *mcpFlag) Set(v string) error {
 	return nil
 }
 
+// dedupFlag collects --mcp-dedup NAME=DURATION values.
+type dedupFlag map[string]time.Duration
+
+func (f dedupFlag) String() string {
+	var s []string
+	for n, d := range f {
+		s = append(s, n+"="+d.String())
+	}
+	slices.Sort(s)
+	return strings.Join(s, " ")
+}
+
+func (f dedupFlag) Set(v string) error {
+	name, window, ok := strings.Cut(v, "=")
+	name = strings.TrimSpace(name)
+	d, err := time.ParseDuration(strings.TrimSpace(window))
+	if !ok || name == "" || err != nil || d <= 0 {
+		return fmt.Errorf("want NAME=DURATION, the window the MCP server NAME deduplicates keys for (e.g. shop=24h), got %q", v)
+	}
+	if _, dup := f[name]; dup {
+		return fmt.Errorf("the server name %q is given twice", name)
+	}
+	f[name] = d
+	return nil
+}
+
 // dialMCP connects to each server and lists its tools; on the first that fails it
 // closes the others and says which.
-func dialMCP(ctx context.Context, servers mcpFlag) ([]*mcptools.Bridge, error) {
+func dialMCP(ctx context.Context, servers mcpFlag, dedup dedupFlag) ([]*mcptools.Bridge, error) {
 	var bridges []*mcptools.Bridge
 	for _, m := range servers {
 		tr, err := mcptools.Transport(m.target)
 		if err == nil {
 			dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			var b *mcptools.Bridge
-			b, err = mcptools.Dial(dctx, m.name, tr, mcptools.Options{})
+			b, err = mcptools.Dial(dctx, m.name, tr, mcptools.Options{DedupWindow: dedup[m.name]})
 			cancel()
 			if err == nil {
 				bridges = append(bridges, b)

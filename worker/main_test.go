@@ -52,6 +52,12 @@ func TestBadInput(t *testing.T) {
 		{"MCP server without a target", append([]string{"--mcp", "crm="}, urls...), `invalid value "crm=" for flag -mcp: want NAME=URL`},
 		{"MCP server name twice", append([]string{"--mcp", "crm=http://127.0.0.1:1/a", "--mcp", "crm=http://127.0.0.1:1/b"}, urls...),
 			`the server name "crm" is given twice`},
+		{"dedup window for no server", append([]string{"--mcp", "crm=http://127.0.0.1:1/a", "--mcp-dedup", "shop=24h"}, urls...),
+			"--mcp-dedup shop=24h0m0s: no --mcp shop=URL is given"},
+		{"dedup window not a duration", append([]string{"--mcp-dedup", "shop=a day"}, urls...),
+			`invalid value "shop=a day" for flag -mcp-dedup: want NAME=DURATION`},
+		{"dedup window not positive", append([]string{"--mcp-dedup", "shop=0s"}, urls...),
+			`invalid value "shop=0s" for flag -mcp-dedup: want NAME=DURATION`},
 		{"MCP server name not an activity name", append([]string{"--store", filepath.Join(dir, "n.db"), "--mcp", "my crm=http://127.0.0.1:1/mcp"}, urls...),
 			`--mcp my crm=http://127.0.0.1:1/mcp: idemgate/mcptools: server name "my crm" has ' '`},
 	}
@@ -177,7 +183,8 @@ func TestWorkerWithMCPServer(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"--temporal-address", tsrv.GetFrontendHostPort(), "--namespace", tsrv.GetDefaultNamespace(),
-			"--task-queue", "agent-mcp", "--store", filepath.Join(t.TempDir(), "w.db"), "--mcp", "shop=" + hs.URL}, vendorURLs...), &out, &out)
+			"--task-queue", "agent-mcp", "--store", filepath.Join(t.TempDir(), "w.db"), "--mcp", "shop=" + hs.URL,
+			"--mcp-dedup", "shop=24h"}, vendorURLs...), &out, &out)
 	}()
 	job := func(args string) workflows.AgentResult {
 		t.Helper()
@@ -213,7 +220,8 @@ func TestWorkerWithMCPServer(t *testing.T) {
 		t.Fatalf("the server saw keys %q: want one call, with the key in _meta", keys)
 	}
 	for _, want := range []string{"mcp: mcp.shop.stock_level: read — no known verb in the name; the hints of mcp server shop say read",
-		"effects: read=4 idempotent-write=2 destructive=3"} {
+		"effects: read=4 idempotent-write=2 destructive=3",
+		"mcp: mcp.shop.stock_level: the server deduplicates keys for 24h0m0s"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in the worker's output:\n%s", want, out.String())
 		}
