@@ -99,6 +99,10 @@ func TestPendingAndResolve(t *testing.T) {
 		if p := pending[0]; p.State != "unknown" || args.String() != string(testArgs) || p.Call != "ChargeCard("+string(testArgs)+")" || p.WorkflowID != "wf-1" {
 			t.Fatalf("pending record = %+v", p)
 		}
+		if !pending[0].MayHaveSent || pending[1].MayHaveSent {
+			t.Fatalf("may_have_sent = %v, %v; want true for the abandoned attempt, false for the claim whose owner vanished",
+				pending[0].MayHaveSent, pending[1].MayHaveSent)
+		}
 		table := ok(t, "pending", "--store", b.spec)
 		for _, want := range []string{"key-unknown-01", "key-lease-gone", "claimed, lease passed", `ChargeCard([{"amount":4200`, "idemgate resolve KEY"} {
 			if !strings.Contains(table.stdout, want) {

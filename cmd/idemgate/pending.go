@@ -22,11 +22,13 @@ type recordJSON struct {
 	RunID      string          `json:"run_id"`
 	Attempt    int32           `json:"attempt"`
 	Claims     int             `json:"claims"`
-	Owner      string          `json:"owner"`
-	Lease      time.Time       `json:"lease"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	ExpiresAt  time.Time       `json:"expires_at"`
+	// MayHaveSent: an attempt before the current owner's may have reached the vendor.
+	MayHaveSent bool      `json:"may_have_sent"`
+	Owner       string    `json:"owner"`
+	Lease       time.Time `json:"lease"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
 }
 
 // withheldCall is the call the gate withholds for r, printed as the gate prints it.
@@ -59,7 +61,7 @@ func (c *cli) pending(args []string) error {
 		for _, r := range rs {
 			j := recordJSON{Key: r.Key, Activity: r.Activity, Effect: r.Effect, State: string(r.State), Call: withheldCall(r),
 				ArgsHash: r.ArgsHash, WorkflowID: r.WorkflowID, RunID: r.RunID, Attempt: r.Attempt, Claims: r.Claims,
-				Owner: r.Owner, Lease: r.Lease.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}
+				MayHaveSent: r.MayHaveSent, Owner: r.Owner, Lease: r.Lease.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}
 			if json.Valid(r.Args) {
 				j.Args = r.Args
 			}
@@ -77,6 +79,9 @@ func (c *cli) pending(args []string) error {
 		state := string(r.State)
 		if r.State == store.StateClaimed {
 			state = "claimed, lease passed " + ts(r.Lease)
+			if r.MayHaveSent { // an unknown record always may have: say it where it adds something
+				state += ", taken over from an attempt that may have sent"
+			}
 		}
 		row(tw, ts(r.CreatedAt), now.Sub(r.CreatedAt).Round(time.Second).String(), r.Key, r.Activity, r.Effect, state,
 			r.WorkflowID+"/"+clip(r.RunID, 8), fmt.Sprint(r.Attempt), withheldCall(r))
