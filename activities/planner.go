@@ -66,7 +66,7 @@ func (p *Planning) PlanNextStep(ctx context.Context, in PlanInput) (Step, error)
 		planner = *in.Script
 	}
 	if planner == nil {
-		return Step{}, temporal.NewNonRetryableApplicationError("no planner: give the worker one, or the job a script", ErrTypePlanInvalid, nil)
+		return Step{}, temporal.NewNonRetryableApplicationError("idemgate/activities: no planner: give the worker one, or the job a script", ErrTypePlanInvalid, nil)
 	}
 	in.Tools = p.Tools
 	if in.Tools == nil {
@@ -79,8 +79,8 @@ func (p *Planning) PlanNextStep(ctx context.Context, in PlanInput) (Step, error)
 	if step.Done {
 		return step, nil
 	}
-	if err := in.Tools.CheckCall(step.Tool, step.Args); err != nil {
-		return Step{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("planner step %d: %v", len(in.History)+1, err),
+	if err := in.Tools.checkCall(step.Tool, step.Args); err != nil {
+		return Step{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/activities: planner step %d: %v", len(in.History)+1, err),
 			ErrTypePlanInvalid, nil)
 	}
 	return step, nil
@@ -107,6 +107,14 @@ func (s Script) Check() error { return s.CheckWith(Registry) }
 
 // CheckWith validates every step of the script against the tools.
 func (s Script) CheckWith(tools Toolset) error {
+	if err := s.check(tools); err != nil {
+		return fmt.Errorf("idemgate/activities: %w", err)
+	}
+	return nil
+}
+
+// check is CheckWith without the package's prefix, for errors that wrap it.
+func (s Script) check(tools Toolset) error {
 	if len(s.Steps) == 0 {
 		return errors.New("the plan has no steps: add at least one {\"tool\": ..., \"args\": {...}}")
 	}
@@ -114,7 +122,7 @@ func (s Script) CheckWith(tools Toolset) error {
 		if st.Done {
 			continue
 		}
-		if err := tools.CheckCall(st.Tool, st.Args); err != nil {
+		if err := tools.checkCall(st.Tool, st.Args); err != nil {
 			return fmt.Errorf("step %d: %w", i+1, err)
 		}
 	}
@@ -125,16 +133,16 @@ func (s Script) CheckWith(tools Toolset) error {
 func LoadScript(path string) (Script, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Script{}, fmt.Errorf("plan file: %w", err)
+		return Script{}, fmt.Errorf("idemgate/activities: plan file: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var s Script
 	if err := dec.Decode(&s); err != nil {
-		return Script{}, fmt.Errorf("plan file %s is not a plan (want {\"goal\": ..., \"steps\": [{\"tool\": ..., \"args\": {...}}]}): %v", path, err)
+		return Script{}, fmt.Errorf("idemgate/activities: plan file %s is not a plan (want {\"goal\": ..., \"steps\": [{\"tool\": ..., \"args\": {...}}]}): %v", path, err)
 	}
-	if err := s.Check(); err != nil {
-		return Script{}, fmt.Errorf("plan file %s: %w", path, err)
+	if err := s.check(Registry); err != nil {
+		return Script{}, fmt.Errorf("idemgate/activities: plan file %s: %w", path, err)
 	}
 	return s, nil
 }
@@ -171,7 +179,7 @@ type ChatPlanner struct {
 // Next sends the goal and history and reads the first tool call of the reply.
 func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 	if c.BaseURL == "" || c.Model == "" {
-		return Step{}, temporal.NewNonRetryableApplicationError("chat planner: set the base URL and the model (--llm-base-url, --llm-model)", ErrTypePlanInvalid, nil)
+		return Step{}, temporal.NewNonRetryableApplicationError("idemgate/activities: chat planner: set the base URL and the model (--llm-base-url, --llm-model)", ErrTypePlanInvalid, nil)
 	}
 	type fn struct {
 		Name        string          `json:"name"`
@@ -206,7 +214,7 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return Step{}, temporal.NewNonRetryableApplicationError("chat planner: "+err.Error(), ErrTypePlanInvalid, nil)
+		return Step{}, temporal.NewNonRetryableApplicationError("idemgate/activities: chat planner: "+err.Error(), ErrTypePlanInvalid, nil)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.APIKey != "" {
@@ -218,12 +226,12 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return Step{}, fmt.Errorf("chat planner: %w", err)
+		return Step{}, fmt.Errorf("idemgate/activities: chat planner: %w", err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode != http.StatusOK {
-		return Step{}, fmt.Errorf("chat planner: %s answered %d: %.300s", c.BaseURL, resp.StatusCode, raw)
+		return Step{}, fmt.Errorf("idemgate/activities: chat planner: %s answered %d: %.300s", c.BaseURL, resp.StatusCode, raw)
 	}
 	var out struct {
 		Choices []struct {
@@ -239,7 +247,7 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 		} `json:"choices"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil || len(out.Choices) == 0 {
-		return Step{}, fmt.Errorf("chat planner: the answer is not a chat completion: %.300s", raw)
+		return Step{}, fmt.Errorf("idemgate/activities: chat planner: the answer is not a chat completion: %.300s", raw)
 	}
 	m := out.Choices[0].Message
 	if len(m.ToolCalls) == 0 {

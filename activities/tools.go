@@ -46,7 +46,7 @@ func New(ep Endpoints) (*Tools, error) {
 	for name, u := range map[string]string{"docs": ep.Docs, "crm": ep.CRM, "tickets": ep.Tickets,
 		"payments": ep.Payments, "email": ep.Email, "chat": ep.Chat} {
 		if _, err := url.ParseRequestURI(u); err != nil || u == "" {
-			return nil, fmt.Errorf("activities: the %s endpoint %q is not a URL: give the vendor's base URL, e.g. http://127.0.0.1:8080", name, u)
+			return nil, fmt.Errorf("idemgate/activities: the %s endpoint %q is not a URL: give the vendor's base URL, e.g. http://127.0.0.1:8080", name, u)
 		}
 	}
 	client := func(p idemhttp.Profile) *http.Client {
@@ -149,7 +149,7 @@ func (t *Tools) PostSlackMessage(ctx context.Context, in PostSlackMessageInput) 
 	if !out.OK {
 		// Slack answers 200 with ok=false when it did not post: a definite rejection.
 		return SlackMessage{}, interceptor.NotCommitted(temporal.NewNonRetryableApplicationError(
-			"PostSlackMessage: chat refused the message: "+out.Error, "VendorRejected", nil))
+			"idemgate/activities: PostSlackMessage: chat refused the message: "+out.Error, "VendorRejected", nil))
 	}
 	return out.SlackMessage, nil
 }
@@ -162,38 +162,38 @@ func (t *Tools) call(ctx context.Context, c *http.Client, method, u string, body
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return interceptor.NotCommitted(temporal.NewNonRetryableApplicationError("encode request: "+err.Error(), "BadRequest", nil))
+			return interceptor.NotCommitted(temporal.NewNonRetryableApplicationError("idemgate/activities: encode request: "+err.Error(), "BadRequest", nil))
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return interceptor.NotCommitted(temporal.NewNonRetryableApplicationError("build request: "+err.Error(), "BadRequest", nil))
+		return interceptor.NotCommitted(temporal.NewNonRetryableApplicationError("idemgate/activities: build request: "+err.Error(), "BadRequest", nil))
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, redact(u), err)
+		return fmt.Errorf("idemgate/activities: %s %s: %w", method, redact(u), err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %w", method, redact(u), err)
+		return fmt.Errorf("idemgate/activities: %s %s: reading the answer: %w", method, redact(u), err)
 	}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("%s %s: answer is not the expected JSON: %w", method, redact(u), err)
+			return fmt.Errorf("idemgate/activities: %s %s: answer is not the expected JSON: %w", method, redact(u), err)
 		}
 		return nil
 	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict &&
 		resp.StatusCode != http.StatusTooManyRequests:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s %s: vendor rejected the request (%d): %s",
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/activities: %s %s: vendor rejected the request (%d): %s",
 			method, redact(u), resp.StatusCode, strings.TrimSpace(string(raw))), "VendorRejected", nil)
 	default:
-		return fmt.Errorf("%s %s: vendor answered %d: %s", method, redact(u), resp.StatusCode, strings.TrimSpace(string(raw)))
+		return fmt.Errorf("idemgate/activities: %s %s: vendor answered %d: %s", method, redact(u), resp.StatusCode, strings.TrimSpace(string(raw)))
 	}
 }
 

@@ -160,7 +160,7 @@ func NewTool(name, description string, schema json.RawMessage, check func(args m
 	return Tool{Name: name, Description: description, Schema: schema, decode: func(raw json.RawMessage) error {
 		var args map[string]any
 		if err := json.Unmarshal(raw, &args); err != nil || args == nil {
-			return fmt.Errorf("the arguments must be a JSON object")
+			return errors.New("the arguments must be a JSON object")
 		}
 		if check == nil {
 			return nil
@@ -194,6 +194,14 @@ func CheckCall(name string, args json.RawMessage) error {
 // CheckCall checks that a planner's call names one of the tools with arguments that
 // fit it. The error is one line that says what to fix.
 func (ts Toolset) CheckCall(name string, args json.RawMessage) error {
+	if err := ts.checkCall(name, args); err != nil {
+		return fmt.Errorf("idemgate/activities: %w", err)
+	}
+	return nil
+}
+
+// checkCall is CheckCall without the package's prefix, for errors that wrap it.
+func (ts Toolset) checkCall(name string, args json.RawMessage) error {
 	t, ok := ts.Lookup(name)
 	if !ok {
 		known := make([]string, len(ts))

@@ -378,7 +378,7 @@ func observe(ctx context.Context, o attempt.Observation) {
 func (b *Bridge) CheckArgs(activityName string, args map[string]any) error {
 	t := b.tools[activityName]
 	if t == nil {
-		return fmt.Errorf("server %s has no tool %s", b.server, activityName)
+		return fmt.Errorf("idemgate/mcptools: server %s has no tool %s", b.server, activityName)
 	}
 	return t.check(args)
 }

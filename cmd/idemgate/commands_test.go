@@ -274,6 +274,20 @@ func TestCommandLineErrors(t *testing.T) {
 	}
 }
 
+// A store other users can read is served with a warning, printed like every message
+// of the command: "idemgate COMMAND: ", once.
+func TestStorePermissionWarning(t *testing.T) {
+	path := backends(t)[0].spec
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := ok(t, "pending", "--store", path)
+	if !strings.HasPrefix(r.stderr, "idemgate pending: warning: other users can access") ||
+		strings.Count(r.stderr, "idemgate pending:") != 1 || strings.Count(r.stderr, "warning:") != 1 {
+		t.Fatalf("want the warning after the command's name, once\n%s", r)
+	}
+}
+
 func TestPauseResume(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		r := ok(t, "pause", "--store", b.spec, "--activity", "ChargeCard", "--reason", "card network incident", "--actor", "alice")

@@ -220,7 +220,7 @@ func (c *cli) open(ctx context.Context, f *flags) (storeopen.Store, error) {
 		return nil, err
 	}
 	if w := storeopen.PermissionWarning(spec); w != "" {
-		fmt.Fprintln(c.stderr, escape(w, false))
+		fmt.Fprintf(c.stderr, "idemgate %s: %s\n", f.Name(), escape(w, false))
 	}
 	return st, nil
 }

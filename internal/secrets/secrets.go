@@ -29,7 +29,7 @@ func RefuseFlag(args []string, name, env, fileFlag string) error {
 		}
 		n, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
 		if n == name {
-			return fmt.Errorf("--%s is refused: a secret on the command line is visible to every user in the process list. "+
+			return fmt.Errorf("idemgate/internal/secrets: --%s is refused: a secret on the command line is visible to every user in the process list. "+
 				"Set %s in the environment, or put the key in a file only you can read and pass --%s FILE", name, env, fileFlag)
 		}
 	}
@@ -41,22 +41,22 @@ func RefuseFlag(args []string, name, env, fileFlag string) error {
 func ReadFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("idemgate/secrets: cannot read the secret file: %w; give a readable file holding only the key", err)
+		return "", fmt.Errorf("idemgate/internal/secrets: cannot read the secret file: %w; give a readable file holding only the key", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSize+1))
 	if err != nil {
-		return "", fmt.Errorf("idemgate/secrets: cannot read the secret file %s: %w; give a readable file holding only the key", path, err)
+		return "", fmt.Errorf("idemgate/internal/secrets: cannot read the secret file %s: %w; give a readable file holding only the key", path, err)
 	}
 	if len(b) > maxSize {
-		return "", fmt.Errorf("idemgate/secrets: the secret file %s is over %d bytes: is it the right file? It should hold only the key", path, maxSize)
+		return "", fmt.Errorf("idemgate/internal/secrets: the secret file %s is over %d bytes: is it the right file? It should hold only the key", path, maxSize)
 	}
 	s := strings.TrimSpace(string(b))
 	if s == "" {
-		return "", errors.New("idemgate/secrets: the secret file " + path + " is empty; put the key in it")
+		return "", errors.New("idemgate/internal/secrets: the secret file " + path + " is empty; put the key in it")
 	}
 	if strings.ContainsAny(s, "\r\n") {
-		return "", fmt.Errorf("idemgate/secrets: the secret file %s holds more than one line; it should hold only the key", path)
+		return "", fmt.Errorf("idemgate/internal/secrets: the secret file %s holds more than one line; it should hold only the key", path)
 	}
 	return s, nil
 }

@@ -61,7 +61,7 @@ func Check(spec string) error {
 		return nil
 	}
 	if why := dsnLike(spec); why != "" {
-		return fmt.Errorf("idemgate/storeopen: the store %q is not a SQLite file path: it looks like a DSN (%s). "+
+		return fmt.Errorf("idemgate/internal/storeopen: the store %q is not a SQLite file path: it looks like a DSN (%s). "+
 			"For PostgreSQL give postgres://user:password@host:port/database or key=value pairs "+
 			"(host=... port=... user=... password=... dbname=...); for SQLite give a plain file path", Redact(spec), why)
 	}
@@ -105,7 +105,7 @@ func OpenWith(ctx context.Context, spec string, o Options) (Store, error) {
 	if IsPostgres(spec) {
 		st, err := postgres.OpenWith(ctx, spec, postgres.Options{Durability: o.Durability})
 		if err != nil {
-			return nil, redactedError{fmt.Errorf("open the PostgreSQL store %s: %w (check the DSN and that the server is up)", Redact(spec), err), spec}
+			return nil, redactedError{fmt.Errorf("idemgate/internal/storeopen: open the PostgreSQL store %s: %w (check the DSN and that the server is up)", Redact(spec), err), spec}
 		}
 		return st, nil
 	}
@@ -114,7 +114,7 @@ func OpenWith(ctx context.Context, spec string, o Options) (Store, error) {
 	}
 	st, err := sqlite.OpenWith(ctx, spec, sqlite.Options{Durability: o.Durability})
 	if err != nil {
-		return nil, fmt.Errorf("open the SQLite store %s: %w (pick a writable path with --store)", spec, err)
+		return nil, fmt.Errorf("idemgate/internal/storeopen: open the SQLite store %s: %w (pick a writable path with --store)", spec, err)
 	}
 	return st, nil
 }

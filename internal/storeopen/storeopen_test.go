@@ -139,7 +139,29 @@ func TestOpenErrorRedacted(t *testing.T) {
 		if !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("Open(%q): %v does not unwrap to store.ErrUnavailable", spec, err)
 		}
+		if !hasPrefixOnce(err, "idemgate/internal/storeopen: ") {
+			t.Errorf("Open(%q): %v; want the package's prefix first, once", spec, err)
+		}
 	}
+}
+
+// Every error of Open starts with the package's prefix, once; the store's own error
+// follows with its own.
+func TestOpenErrorPrefix(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "idemgate.db")
+	for _, spec := range []string{"mysql://app@db/idemgate", missing} {
+		_, err := storeopen.Open(context.Background(), spec)
+		if !hasPrefixOnce(err, "idemgate/internal/storeopen: ") {
+			t.Errorf("Open(%q): %v; want the package's prefix first, once", spec, err)
+		}
+	}
+	if _, err := storeopen.Open(context.Background(), missing); err == nil || !strings.Contains(err.Error(), ": idemgate/store/sqlite: ") {
+		t.Errorf("Open(%q): %v; want the SQLite store's error, with its prefix", missing, err)
+	}
+}
+
+func hasPrefixOnce(err error, prefix string) bool {
+	return err != nil && strings.HasPrefix(err.Error(), prefix) && strings.Count(err.Error(), prefix) == 1
 }
 
 // A key=value DSN opens the PostgreSQL store itself: what one open writes, another

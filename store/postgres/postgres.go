@@ -59,15 +59,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // lock, so many workers may open at once.
 func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if o.MaxConns < 0 || o.ConnectTimeout < 0 {
-		return nil, fmt.Errorf("idemgate/postgres: negative Options (MaxConns %d, ConnectTimeout %v); use zero for the defaults", o.MaxConns, o.ConnectTimeout)
+		return nil, fmt.Errorf("idemgate/store/postgres: negative Options (MaxConns %d, ConnectTimeout %v); use zero for the defaults", o.MaxConns, o.ConnectTimeout)
 	}
 	if err := o.Durability.Valid(); err != nil {
-		return nil, fmt.Errorf("idemgate/postgres: %w", err)
+		return nil, fmt.Errorf("idemgate/store/postgres: %w", err)
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// The parse error may quote the DSN, password included: do not wrap it.
-		return nil, errors.New("idemgate/postgres: cannot parse the DSN; want postgres://user:password@host:port/database or key=value pairs")
+		return nil, errors.New("idemgate/store/postgres: cannot parse the DSN; want postgres://user:password@host:port/database or key=value pairs")
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
@@ -500,17 +500,17 @@ func (s *Store) fail(op string, err error) error {
 	var pe *pgconn.PgError
 	switch {
 	case errors.Is(err, context.Canceled):
-		return fmt.Errorf("idemgate/postgres: %s %s: %w", op, s.addr, err)
+		return fmt.Errorf("idemgate/store/postgres: %s %s: %w", op, s.addr, err)
 	case errors.As(err, &pe):
 		switch pe.Code[:2] {
 		case "08", "53", "57", "58": // connection, insufficient resources, operator intervention, system
-			return fmt.Errorf("idemgate/postgres: %s %s: %w: the server cannot serve now: %w; check the server's health and logs (writes fail closed until it recovers)", op, s.addr, store.ErrUnavailable, err)
+			return fmt.Errorf("idemgate/store/postgres: %s %s: %w: the server cannot serve now: %w; check the server's health and logs (writes fail closed until it recovers)", op, s.addr, store.ErrUnavailable, err)
 		}
-		return fmt.Errorf("idemgate/postgres: %s %s: %w", op, s.addr, err)
+		return fmt.Errorf("idemgate/store/postgres: %s %s: %w", op, s.addr, err)
 	}
 	var scan pgx.ScanArgError
 	if errors.As(err, &scan) {
-		return fmt.Errorf("idemgate/postgres: %s %s: unexpected column type (schema changed by hand?): %w", op, s.addr, err)
+		return fmt.Errorf("idemgate/store/postgres: %s %s: unexpected column type (schema changed by hand?): %w", op, s.addr, err)
 	}
-	return fmt.Errorf("idemgate/postgres: %s %s: %w: cannot reach PostgreSQL: %w; check that the server is up and the DSN's host and port are right (writes fail closed until it is back)", op, s.addr, store.ErrUnavailable, err)
+	return fmt.Errorf("idemgate/store/postgres: %s %s: %w: cannot reach PostgreSQL: %w; check that the server is up and the DSN's host and port are right (writes fail closed until it is back)", op, s.addr, store.ErrUnavailable, err)
 }

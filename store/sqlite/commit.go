@@ -49,7 +49,7 @@ func (s *Store) write(ctx context.Context, op string, sync bool, fn func(context
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return fmt.Errorf("idemgate/sqlite: %s %s: %w: the store is closed", op, s.path, store.ErrUnavailable)
+		return fmt.Errorf("idemgate/store/sqlite: %s %s: %w: the store is closed", op, s.path, store.ErrUnavailable)
 	}
 	s.queue = append(s.queue, j)
 	if !s.committing {
@@ -269,7 +269,7 @@ func (s *Store) flush() error {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.syncFailed = true
-		return fmt.Errorf("idemgate/sqlite: sync the WAL of %s: %w: %w; every later commit is synced; check the disk", s.path, store.ErrUnavailable, err)
+		return fmt.Errorf("idemgate/store/sqlite: sync the WAL of %s: %w: %w; every later commit is synced; check the disk", s.path, store.ErrUnavailable, err)
 	}
 	s.synced = max(s.synced, target)
 	s.flushes++

@@ -99,10 +99,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // cannot be written.
 func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if o.BusyTimeout < 0 || o.MaxReaders < 0 || o.FlushInterval < 0 {
-		return nil, fmt.Errorf("idemgate/sqlite: open %s: negative Options (BusyTimeout %v, MaxReaders %d, FlushInterval %v); use zero for the defaults", path, o.BusyTimeout, o.MaxReaders, o.FlushInterval)
+		return nil, fmt.Errorf("idemgate/store/sqlite: open %s: negative Options (BusyTimeout %v, MaxReaders %d, FlushInterval %v); use zero for the defaults", path, o.BusyTimeout, o.MaxReaders, o.FlushInterval)
 	}
 	if err := o.Durability.Valid(); err != nil {
-		return nil, fmt.Errorf("idemgate/sqlite: open %s: %w", path, err)
+		return nil, fmt.Errorf("idemgate/store/sqlite: open %s: %w", path, err)
 	}
 	if o.FlushInterval == 0 {
 		o.FlushInterval = defaultFlushInterval
@@ -114,15 +114,15 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		o.MaxReaders = defaultMaxReaders
 	}
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") || strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("idemgate/sqlite: open %q: want a plain file path (no \":memory:\", \"file:\" URI, '?' or '#'); a claim must survive the process", path)
+		return nil, fmt.Errorf("idemgate/store/sqlite: open %q: want a plain file path (no \":memory:\", \"file:\" URI, '?' or '#'); a claim must survive the process", path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("idemgate/sqlite: open %s: %w; pick another store path", path, err)
+		return nil, fmt.Errorf("idemgate/store/sqlite: open %s: %w; pick another store path", path, err)
 	}
 	dir := filepath.Dir(abs)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("idemgate/sqlite: open %s: directory %s does not exist (%v); create it or pick another store path", abs, dir, err)
+		return nil, fmt.Errorf("idemgate/store/sqlite: open %s: directory %s does not exist (%v); create it or pick another store path", abs, dir, err)
 	}
 	// The file holds every write's arguments and results: create it owner-only
 	// before SQLite opens it. SQLite gives the -wal and -shm files the main file's
@@ -130,7 +130,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
 		f.Close()
 	} else if !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("idemgate/sqlite: create %s: %w; pick a writable store path", abs, err)
+		return nil, fmt.Errorf("idemgate/store/sqlite: create %s: %w; pick a writable store path", abs, err)
 	}
 
 	q := url.Values{}
@@ -141,7 +141,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	q.Add("_pragma", "synchronous(FULL)")
 	w, err := sql.Open("sqlite", abs+"?"+q.Encode()+"&_txlock=immediate")
 	if err != nil {
-		return nil, fmt.Errorf("idemgate/sqlite: open %s: %w", abs, err)
+		return nil, fmt.Errorf("idemgate/store/sqlite: open %s: %w", abs, err)
 	}
 	// One write connection per process: several writers on one file add no
 	// throughput and make the tail latency far worse; other processes wait on
@@ -154,7 +154,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	r, err := sql.Open("sqlite", abs+"?"+q.Encode())
 	if err != nil {
 		w.Close()
-		return nil, fmt.Errorf("idemgate/sqlite: open %s: %w", abs, err)
+		return nil, fmt.Errorf("idemgate/store/sqlite: open %s: %w", abs, err)
 	}
 	r.SetMaxOpenConns(o.MaxReaders)
 	r.SetMaxIdleConns(o.MaxReaders)
@@ -176,7 +176,7 @@ func (s *Store) init(ctx context.Context) error {
 		return s.fail("open", err)
 	}
 	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("idemgate/sqlite: open %s: journal_mode is %q, not WAL (a network or read-only filesystem?); put the store on a local, writable disk", s.path, mode)
+		return fmt.Errorf("idemgate/store/sqlite: open %s: journal_mode is %q, not WAL (a network or read-only filesystem?); put the store on a local, writable disk", s.path, mode)
 	}
 	if err := migrate(ctx, s.w); err != nil {
 		return s.fail("create schema in", err)
@@ -223,7 +223,7 @@ func (s *Store) Close() error {
 	}
 	errs = append(errs, s.r.Close(), s.w.Close())
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("idemgate/sqlite: close %s: %w", s.path, err)
+		return fmt.Errorf("idemgate/store/sqlite: close %s: %w", s.path, err)
 	}
 	return nil
 }
@@ -604,18 +604,18 @@ func (s *Store) fail(op string, err error) error {
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return fmt.Errorf("idemgate/sqlite: %s %s: %w: another connection or process held the file's lock past the busy timeout: %w; look for a stuck process holding the file, or raise Options.BusyTimeout", op, s.path, store.ErrUnavailable, err)
+			return fmt.Errorf("idemgate/store/sqlite: %s %s: %w: another connection or process held the file's lock past the busy timeout: %w; look for a stuck process holding the file, or raise Options.BusyTimeout", op, s.path, store.ErrUnavailable, err)
 		case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_AUTH:
-			return fmt.Errorf("idemgate/sqlite: %s %s: %w: the file, its -wal/-shm files or its directory is not writable: %w; fix the permissions or pick a writable store path", op, s.path, store.ErrUnavailable, err)
+			return fmt.Errorf("idemgate/store/sqlite: %s %s: %w: the file, its -wal/-shm files or its directory is not writable: %w; fix the permissions or pick a writable store path", op, s.path, store.ErrUnavailable, err)
 		case sqlite3.SQLITE_FULL:
-			return fmt.Errorf("idemgate/sqlite: %s %s: %w: the disk is full: %w; free space on the store's disk", op, s.path, store.ErrUnavailable, err)
+			return fmt.Errorf("idemgate/store/sqlite: %s %s: %w: the disk is full: %w; free space on the store's disk", op, s.path, store.ErrUnavailable, err)
 		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOLFS:
-			return fmt.Errorf("idemgate/sqlite: %s %s: %w: I/O error: %w; check the disk and the filesystem", op, s.path, store.ErrUnavailable, err)
+			return fmt.Errorf("idemgate/store/sqlite: %s %s: %w: I/O error: %w; check the disk and the filesystem", op, s.path, store.ErrUnavailable, err)
 		}
-		return fmt.Errorf("idemgate/sqlite: %s %s: %w", op, s.path, err)
+		return fmt.Errorf("idemgate/store/sqlite: %s %s: %w", op, s.path, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone) {
-		return fmt.Errorf("idemgate/sqlite: %s %s: %w: %w", op, s.path, store.ErrUnavailable, err)
+		return fmt.Errorf("idemgate/store/sqlite: %s %s: %w: %w", op, s.path, store.ErrUnavailable, err)
 	}
-	return fmt.Errorf("idemgate/sqlite: %s %s: %w", op, s.path, err)
+	return fmt.Errorf("idemgate/store/sqlite: %s %s: %w", op, s.path, err)
 }

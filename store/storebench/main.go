@@ -92,6 +92,8 @@ type bare struct {
 }
 
 func main() {
+	log.SetFlags(0)
+	log.SetPrefix("storebench: ") // errors go out as every command's do: the program's name, once
 	flag.Parse()
 	ctx := context.Background()
 	if *cpuprof != "" {

@@ -105,7 +105,7 @@ func (d *Demo) setup(ctx context.Context) (err error) {
 			s = *cfg.Script
 		}
 		if err := s.Check(); err != nil {
-			return fmt.Errorf("plan: %w", err)
+			return fmt.Errorf("idemgate/examples/agentloop/demo: plan: %w", err)
 		}
 		d.planner = s
 	}
@@ -144,10 +144,10 @@ func (d *Demo) setup(ctx context.Context) (err error) {
 		defer cancel()
 		d.Client, err = client.DialContext(dctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: ns, Logger: logger})
 		if err != nil {
-			return fmt.Errorf("cannot reach Temporal at %s: %v (start one with `temporal server start-dev`, or drop --temporal-address to use the in-process server)", cfg.TemporalAddress, err)
+			return fmt.Errorf("idemgate/examples/agentloop/demo: cannot reach Temporal at %s: %v (start one with `temporal server start-dev`, or drop --temporal-address to use the in-process server)", cfg.TemporalAddress, err)
 		}
 		if _, err := d.Client.CheckHealth(dctx, &client.CheckHealthRequest{}); err != nil {
-			return fmt.Errorf("the Temporal server at %s is not healthy: %v", cfg.TemporalAddress, err)
+			return fmt.Errorf("idemgate/examples/agentloop/demo: the Temporal server at %s is not healthy: %v", cfg.TemporalAddress, err)
 		}
 	}
 	opts := activities.GateOptions(d.Store)
@@ -173,7 +173,7 @@ func (d *Demo) StartWorker() error {
 	w.RegisterActivity(&activities.Planning{Planner: d.planner, Tools: d.toolset})
 	d.MCP.Register(w)
 	if err := w.Start(); err != nil {
-		return fmt.Errorf("start the worker on %s: %w", d.Queue, err)
+		return fmt.Errorf("idemgate/examples/agentloop/demo: start the worker on %s: %w", d.Queue, err)
 	}
 	d.w = w
 	return nil
@@ -227,6 +227,17 @@ func (d *Demo) say(format string, args ...any) {
 
 // Job runs one AgentLoop job to its end.
 func (d *Demo) Job(ctx context.Context, id string, in workflows.AgentInput) (workflows.AgentResult, string, error) {
+	run, err := d.start(ctx, id, in)
+	if err != nil {
+		return workflows.AgentResult{}, "", fmt.Errorf("idemgate/examples/agentloop/demo: %w", err)
+	}
+	var res workflows.AgentResult
+	err = run.Get(ctx, &res)
+	return res, run.GetRunID(), err
+}
+
+// start starts one AgentLoop job. Its error carries no package prefix: callers wrap it.
+func (d *Demo) start(ctx context.Context, id string, in workflows.AgentInput) (client.WorkflowRun, error) {
 	if in.Goal == "" {
 		if s, ok := d.planner.(activities.Script); ok {
 			in.Goal = s.Goal
@@ -235,11 +246,9 @@ func (d *Demo) Job(ctx context.Context, id string, in workflows.AgentInput) (wor
 	run, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: d.Queue,
 		WorkflowExecutionTimeout: 5 * time.Minute}, workflows.AgentLoop, in)
 	if err != nil {
-		return workflows.AgentResult{}, "", fmt.Errorf("start job %s: %w", id, err)
+		return nil, fmt.Errorf("start job %s: %w", id, err)
 	}
-	var res workflows.AgentResult
-	err = run.Get(ctx, &res)
-	return res, run.GetRunID(), err
+	return run, nil
 }
 
 // jobRetry keeps the demo quick: retries 300 ms apart, and a start-to-close

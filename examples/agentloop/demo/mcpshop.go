@@ -96,7 +96,7 @@ func startShop() (*Shop, error) {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("mcp shop: listen on loopback: %w", err)
+		return nil, fmt.Errorf("idemgate/examples/agentloop/demo: mcp shop: listen on loopback: %w", err)
 	}
 	s.URL = "http://" + ln.Addr().String() + "/mcp"
 	s.srv = &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil),

@@ -116,7 +116,7 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 			{Tool: "UpsertContact", Args: json.RawMessage(`{"email":"grace@example.com","name":"Grace Hopper","company":"Navy"}`)},
 		}}
 	default:
-		return Check{}, fmt.Errorf("CrashAfterVendor: no crash scenario for %s", tool)
+		return Check{}, fmt.Errorf("idemgate/examples/agentloop/demo: CrashAfterVendor: no crash scenario for %s", tool)
 	}
 	c := Check{Scenario: name, OK: true}
 	jobID := d.jobID(strings.ToLower(tool))
@@ -169,7 +169,11 @@ func (d *Demo) stopAfterActing(ctx context.Context, jobID string, script activit
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, _, err := d.Job(ctx, jobID, d.input(&script))
+		var res workflows.AgentResult
+		run, err := d.start(ctx, jobID, d.input(&script)) // unprefixed: the error below wraps it
+		if err == nil {
+			err = run.Get(ctx, &res)
+		}
 		done <- result{res, err}
 	}()
 	var key string
@@ -177,11 +181,11 @@ func (d *Demo) stopAfterActing(ctx context.Context, jobID string, script activit
 	case key = <-performed:
 	case r := <-done:
 		close(release)
-		return r.res, "", fmt.Errorf("the job ended before %s reached %s: %v", tool, vendor, r.err)
+		return r.res, "", fmt.Errorf("idemgate/examples/agentloop/demo: the job ended before %s reached %s: %v", tool, vendor, r.err)
 	case <-time.After(60 * time.Second):
 		close(release)
 		d.cancelJob(jobID)
-		return workflows.AgentResult{}, "", fmt.Errorf("%s never reached %s within 60 s", tool, vendor)
+		return workflows.AgentResult{}, "", fmt.Errorf("idemgate/examples/agentloop/demo: %s never reached %s within 60 s", tool, vendor)
 	}
 	d.say("   %s performed %s (key %.8s); stopping the worker before the result is stored", vendor, tool, key)
 	d.StopWorker()
@@ -195,7 +199,7 @@ func (d *Demo) stopAfterActing(ctx context.Context, jobID string, script activit
 		return r.res, key, r.err
 	case <-time.After(90 * time.Second):
 		d.cancelJob(jobID)
-		return workflows.AgentResult{}, key, fmt.Errorf("the job did not finish within 90 s of the restart")
+		return workflows.AgentResult{}, key, fmt.Errorf("idemgate/examples/agentloop/demo: the job did not finish within 90 s of the restart")
 	}
 }
 
@@ -239,7 +243,7 @@ func (d *Demo) ResetPastCharge(ctx context.Context, jobID, runID string) (Check,
 		RequestId: fmt.Sprint(time.Now().UnixNano()),
 	})
 	if err != nil {
-		return c, fmt.Errorf("reset %s: %w", jobID, err)
+		return c, fmt.Errorf("idemgate/examples/agentloop/demo: reset %s: %w", jobID, err)
 	}
 	d.say("   reset to event %d: new run %s replays the job from the start", resetTo, resp.GetRunId())
 	var res workflows.AgentResult

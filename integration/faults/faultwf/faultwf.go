@@ -107,7 +107,7 @@ func Typed(tool string, args map[string]any) (any, error) {
 	case "ChargeCard":
 		p = &activities.ChargeCardInput{}
 	default:
-		return nil, fmt.Errorf("faultwf: no input type for %q", tool)
+		return nil, fmt.Errorf("idemgate/integration/faults/faultwf: no input type for %q", tool)
 	}
 	b, err := json.Marshal(args)
 	if err == nil {

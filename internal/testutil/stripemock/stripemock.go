@@ -28,7 +28,7 @@ const Install = "go install github.com/stripe/stripe-mock@" + Version
 func Binary() (string, error) {
 	if p := os.Getenv("STRIPE_MOCK"); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("STRIPE_MOCK=%s: %w; install it: %s", p, err, Install)
+			return "", fmt.Errorf("idemgate/internal/testutil/stripemock: STRIPE_MOCK=%s: %w; install it: %s", p, err, Install)
 		}
 		return p, nil
 	}
@@ -50,7 +50,7 @@ func Binary() (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("stripe-mock not found in $STRIPE_MOCK, PATH or $(go env GOPATH)/bin; install it: %s (or run scripts/stripe-mock.sh)", Install)
+	return "", fmt.Errorf("idemgate/internal/testutil/stripemock: stripe-mock not found in $STRIPE_MOCK, PATH or $(go env GOPATH)/bin; install it: %s (or run scripts/stripe-mock.sh)", Install)
 }
 
 // Start runs stripe-mock on a free loopback port until the test ends and returns its base
