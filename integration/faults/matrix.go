@@ -443,7 +443,7 @@ func PostgresSchema(ctx context.Context, dsn string) (string, func(), error) {
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", nil, fmt.Errorf("want a postgres:// DSN: %w", err)
+		return "", nil, fmt.Errorf("idemgate/integration/faults: want a postgres:// DSN: %w", err)
 	}
 	q := u.Query()
 	q.Set("search_path", name)

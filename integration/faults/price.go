@@ -140,7 +140,7 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 		}
 		var done int
 		if err := run.Get(ctx, &done); err != nil {
-			return sample{}, fmt.Errorf("%s %s on %s: %w", pc.Tool, kind(local), c.name, err)
+			return sample{}, fmt.Errorf("idemgate/integration/faults: %s %s on %s: %w", pc.Tool, kind(local), c.name, err)
 		}
 		wall := time.Since(start)
 		after, err := c.proc.CPU(ctx)

@@ -35,7 +35,7 @@ func BuildWorker(ctx context.Context, dir string, faults bool) (string, error) {
 	args = append(args, "github.com/idemgate/idemgate/integration/faults/workerproc")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		return "", fmt.Errorf("idemgate/integration/faults: go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
 	return out, nil
 }
@@ -98,7 +98,7 @@ func StartWorker(s WorkerSpec) (*Proc, error) {
 		return nil, err
 	}
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", s.Bin, err)
+		return nil, fmt.Errorf("idemgate/integration/faults: start %s: %w", s.Bin, err)
 	}
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -128,7 +128,7 @@ func (p *Proc) Wait(ctx context.Context) (*os.ProcessState, error) {
 	case <-p.done:
 		return p.state, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("worker process %d still running: %w", p.Pid(), ctx.Err())
+		return nil, fmt.Errorf("idemgate/integration/faults: worker process %d still running: %w", p.Pid(), ctx.Err())
 	}
 }
 
@@ -177,9 +177,9 @@ func (p *Proc) WaitReady(ctx context.Context) error {
 				return nil
 			}
 		case <-p.done:
-			return fmt.Errorf("worker process exited before it was ready: %v\n%s", p.err, p.Stderr())
+			return fmt.Errorf("idemgate/integration/faults: worker process exited before it was ready: %v\n%s", p.err, p.Stderr())
 		case <-ctx.Done():
-			return fmt.Errorf("worker process not ready: %w\n%s", ctx.Err(), p.Stderr())
+			return fmt.Errorf("idemgate/integration/faults: worker process not ready: %w\n%s", ctx.Err(), p.Stderr())
 		}
 	}
 }
@@ -198,12 +198,12 @@ func (p *Proc) CPU(ctx context.Context) (time.Duration, error) {
 				u, err1 := strconv.ParseInt(f[1], 10, 64)
 				s, err2 := strconv.ParseInt(f[2], 10, 64)
 				if err := errors.Join(err1, err2); err != nil {
-					return 0, fmt.Errorf("rusage line %q: %w", l, err)
+					return 0, fmt.Errorf("idemgate/integration/faults: rusage line %q: %w", l, err)
 				}
 				return time.Duration(u+s) * time.Microsecond, nil
 			}
 		case <-p.done:
-			return 0, errors.New("worker process exited")
+			return 0, errors.New("idemgate/integration/faults: worker process exited")
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}

@@ -30,7 +30,7 @@ func NewSyncProbe(ctx context.Context, dir string) (*SyncProbe, error) {
 	db.SetMaxOpenConns(1)
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS probe (k TEXT PRIMARY KEY, v BLOB)`); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("sync probe: %w", err)
+		return nil, fmt.Errorf("idemgate/integration/faults: sync probe: %w", err)
 	}
 	return &SyncProbe{db: db}, nil
 }
@@ -42,7 +42,7 @@ func (p *SyncProbe) Insert(ctx context.Context, n int) (time.Duration, error) {
 	for range n {
 		p.n++
 		if _, err := p.db.ExecContext(ctx, `INSERT INTO probe (k, v) VALUES (?, ?)`, fmt.Sprintf("k%09d", p.n), payload); err != nil {
-			return 0, fmt.Errorf("sync probe: %w", err)
+			return 0, fmt.Errorf("idemgate/integration/faults: sync probe: %w", err)
 		}
 	}
 	return time.Since(start) / time.Duration(n), nil
