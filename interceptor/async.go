@@ -22,12 +22,14 @@ type HandOff struct {
 	Key   string `json:"key,omitempty"`
 	Owner string `json:"owner,omitempty"`
 	// The call, for the receipt CompleteAsync appends.
-	Activity   string `json:"activity,omitempty"`
-	Effect     string `json:"effect,omitempty"`
-	ArgsHash   string `json:"argsHash,omitempty"`
-	WorkflowID string `json:"workflowId,omitempty"`
-	RunID      string `json:"runId,omitempty"`
-	Attempt    int32  `json:"attempt,omitempty"`
+	Activity string `json:"activity,omitempty"`
+	Effect   string `json:"effect,omitempty"`
+	// EffectSource is what decided Effect (store.Receipt.EffectSource).
+	EffectSource string `json:"effectSource,omitempty"`
+	ArgsHash     string `json:"argsHash,omitempty"`
+	WorkflowID   string `json:"workflowId,omitempty"`
+	RunID        string `json:"runId,omitempty"`
+	Attempt      int32  `json:"attempt,omitempty"`
 }
 
 // handOffCtx carries the attempt's *call to AsyncToken, which builds the HandOff.
@@ -87,8 +89,8 @@ func storeAsync(ctx context.Context, opts Options, h HandOff, result any, cause 
 		return err
 	}
 	now := o.Now()
-	rec := store.Receipt{Time: now, Key: h.Key, Activity: h.Activity, Effect: h.Effect, ArgsHash: h.ArgsHash,
-		WorkflowID: h.WorkflowID, RunID: h.RunID, Attempt: h.Attempt}
+	rec := store.Receipt{Time: now, Key: h.Key, Activity: h.Activity, Effect: h.Effect, EffectSource: h.EffectSource,
+		ArgsHash: h.ArgsHash, WorkflowID: h.WorkflowID, RunID: h.RunID, Attempt: h.Attempt}
 	t := store.Transition{Key: h.Key, Owner: h.Owner, Now: now, Window: o.Window}
 	op, want := o.Store.Complete, store.StateCompleted
 	switch {
@@ -130,8 +132,9 @@ func storeAsync(ctx context.Context, opts Options, h HandOff, result any, cause 
 
 // handOff is what AsyncToken hands out for this attempt.
 func (c *call) handOff() HandOff {
-	return HandOff{Key: c.key, Owner: c.owner, Activity: c.name, Effect: c.effect.String(), ArgsHash: c.hash,
-		WorkflowID: c.info.WorkflowExecution.ID, RunID: c.info.WorkflowExecution.RunID, Attempt: c.info.Attempt}
+	return HandOff{Key: c.key, Owner: c.owner, Activity: c.name, Effect: c.effect.String(), EffectSource: c.source,
+		ArgsHash: c.hash, WorkflowID: c.info.WorkflowExecution.ID, RunID: c.info.WorkflowExecution.RunID,
+		Attempt: c.info.Attempt}
 }
 
 // handedOff records that the body returned activity.ErrResultPending: the claim stays

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/idemgate/idemgate/store"
 )
 
 // Effect is what running an activity does to the outside world.
@@ -512,6 +514,20 @@ func (s Source) String() string {
 		return sourceNames[s]
 	}
 	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// EffectSource is what a receipt records as the decider of the class
+// (store.Receipt.EffectSource): store.EffectByOverride for SourceOverride,
+// store.EffectByHint for SourceHint, store.EffectByName for every rule that reads
+// the name.
+func (s Source) EffectSource() string {
+	switch s {
+	case SourceOverride:
+		return store.EffectByOverride
+	case SourceHint:
+		return store.EffectByHint
+	}
+	return store.EffectByName
 }
 
 // Reason says in one line why the name got its effect and, when flagged, what a

@@ -53,6 +53,8 @@ type call struct {
 	info   activity.Info
 	name   string
 	effect Effect
+	// source is what decided effect (store.Receipt.EffectSource).
+	source string
 	key    string
 	args   []byte
 	hash   string
@@ -71,12 +73,12 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	c := &call{r: r, ctx: ctx, info: info, name: info.ActivityType.Name, now: r.opts.Now()}
 	name, err := r.opts.effectiveName(c.name, in.Args)
 	if err != nil {
-		c.effect = r.classify(c.name).Effect
+		c.classify()
 		c.signal(decisionRefusedInvalid, err)
 		return nil, appError(err.Error(), ErrTypeArgsInvalid, true, 0)
 	}
 	c.name = name
-	c.effect = r.classify(c.name).Effect
+	c.classify()
 	h, hasHeader := readHeader(sdkinterceptor.Header(ctx))
 
 	if c.effect == Read {
@@ -117,7 +119,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	c.owner = newOwner()
 	c.lease = claimLease(info.Deadline, c.now, r.opts.ClockSkew)
 	cl := store.Claim{
-		Key: c.key, Activity: c.name, Effect: c.effect.String(), ArgsHash: c.hash, Args: c.args,
+		Key: c.key, Activity: c.name, Effect: c.effect.String(), EffectSource: c.source, ArgsHash: c.hash, Args: c.args,
 		Owner: c.owner, Lease: c.lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: info.Attempt, Now: c.now,
 	}
@@ -483,10 +485,17 @@ func (c *call) storeDown(what string, err error) error {
 		what, c.name, c.effect, c.key, err), ErrTypeStoreUnavailable, false, 0)
 }
 
+// classify sets the call's effect and its source from c.name.
+func (c *call) classify() {
+	cl := c.r.classify(c.name)
+	c.effect, c.source = cl.Effect, cl.Source.EffectSource()
+}
+
 func (c *call) receipt(d store.Decision) store.Receipt {
 	return store.Receipt{
-		Time: c.now, Key: c.key, Activity: c.name, Effect: c.effect.String(), Decision: d, ArgsHash: c.hash,
-		WorkflowID: c.info.WorkflowExecution.ID, RunID: c.info.WorkflowExecution.RunID, Attempt: c.info.Attempt,
+		Time: c.now, Key: c.key, Activity: c.name, Effect: c.effect.String(), EffectSource: c.source, Decision: d,
+		ArgsHash: c.hash, WorkflowID: c.info.WorkflowExecution.ID, RunID: c.info.WorkflowExecution.RunID,
+		Attempt: c.info.Attempt,
 	}
 }
 

@@ -109,15 +109,16 @@ func ClaimReceipt(c Claim, o Outcome) Receipt {
 		d = DecisionTakenOver
 	}
 	return Receipt{
-		Time:       c.Now,
-		Key:        c.Key,
-		Activity:   c.Activity,
-		Effect:     c.Effect,
-		Decision:   d,
-		ArgsHash:   c.ArgsHash,
-		WorkflowID: c.WorkflowID,
-		RunID:      c.RunID,
-		Attempt:    c.Attempt,
+		Time:         c.Now,
+		Key:          c.Key,
+		Activity:     c.Activity,
+		Effect:       c.Effect,
+		Decision:     d,
+		ArgsHash:     c.ArgsHash,
+		WorkflowID:   c.WorkflowID,
+		RunID:        c.RunID,
+		Attempt:      c.Attempt,
+		EffectSource: c.EffectSource,
 	}
 }
 

@@ -80,7 +80,26 @@ type Receipt struct {
 	Reason string
 	// Resolution is ResolvedSent or ResolvedNotSent on a DecisionResolved receipt.
 	Resolution string
+	// EffectSource says what decided Effect: EffectByName (the activity's or tool's
+	// name, read by the classifier's grammar), EffectByHint (the activity's hints,
+	// e.g. an MCP server's annotations) or EffectByOverride (Options.Effects in the
+	// worker's code). "" on receipts written before it was recorded and on receipts
+	// with no class of their own (pause, resume, resolve, prune).
+	EffectSource string
 }
+
+// What decided a receipt's Effect (Receipt.EffectSource, Claim.EffectSource). The
+// strings are stored and shown by the CLI; they are part of the contract.
+const (
+	// EffectByName: the classifier read the class from the activity's (or tool's) name.
+	EffectByName = "name"
+	// EffectByHint: the activity's hints (an untrusted claim, such as an MCP
+	// server's annotations) raised the name's class or gave a name with no known
+	// verb its class.
+	EffectByHint = "hint"
+	// EffectByOverride: Options.Effects set the class in the worker's code.
+	EffectByOverride = "override"
+)
 
 // ReceiptFilter selects receipts; zero fields match everything.
 type ReceiptFilter struct {

@@ -99,8 +99,11 @@ type Claim struct {
 	Key      string
 	Activity string
 	Effect   string
-	ArgsHash string
-	Args     []byte
+	// EffectSource is what decided Effect (see Receipt.EffectSource); the claim's
+	// receipt carries it.
+	EffectSource string
+	ArgsHash     string
+	Args         []byte
 	// Owner is a fencing token unique to this attempt.
 	Owner string
 	// Lease is this attempt's deadline.

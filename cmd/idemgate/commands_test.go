@@ -78,6 +78,57 @@ func TestReceipts(t *testing.T) {
 	})
 }
 
+// The receipts say what decided each effect: --json and the export carry
+// effect_source; the table marks an effect the name did not decide.
+func TestReceiptsShowEffectSource(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		ctx := context.Background()
+		now := time.Now().Add(-time.Hour)
+		c := store.Claim{Key: "key-hinted-01", Activity: "UpsertContact", Effect: "destructive", EffectSource: store.EffectByHint,
+			ArgsHash: "h", Args: testArgs, Owner: "o", Lease: now.Add(time.Minute), Window: time.Hour, Now: now}
+		if o, _, err := st.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
+			t.Fatalf("Begin: %s, %v", o, err)
+		}
+		for _, r := range []store.Receipt{
+			{Key: "key-override-1", Activity: "GetBalance", Effect: "idempotent-write", EffectSource: store.EffectByOverride},
+			{Key: "key-named-0001", Activity: "ChargeCard", Effect: "destructive", EffectSource: store.EffectByName},
+			{Key: "key-older-0001", Activity: "ChargeCard", Effect: "destructive"},
+		} {
+			r.Time, r.Decision = now.Add(time.Second), store.DecisionRan
+			if err := st.Append(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantJSON := []string{"hint", "override", "name", ""}
+		all := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--json"))
+		exported := readLines(t, ok(t, "receipts", "export", "--store", b.spec, "--before", "1m").stdout)
+		for name, rs := range map[string][]receiptJSON{"--json": all, "export": exported} {
+			if len(rs) != len(wantJSON) {
+				t.Fatalf("%s: %d receipts, want %d: %+v", name, len(rs), len(wantJSON), rs)
+			}
+			for i, r := range rs {
+				if r.EffectSource != wantJSON[i] {
+					t.Errorf("%s: receipt of %s has effect_source %q, want %q", name, r.Key, r.EffectSource, wantJSON[i])
+				}
+			}
+		}
+		table := ok(t, "receipts", "--store", b.spec).stdout
+		for key, want := range map[string]string{"key-hinted-01": "destructive (hint)", "key-override-1": "idempotent-write (override)",
+			"key-named-0001": "destructive ", "key-older-0001": "destructive "} {
+			line := ""
+			for _, l := range strings.Split(table, "\n") {
+				if strings.Contains(l, key) {
+					line = l
+				}
+			}
+			if !strings.Contains(line, want) || strings.Contains(line, "(name)") {
+				t.Errorf("table row of %s = %q; want its effect shown as %q", key, line, strings.TrimSpace(want))
+			}
+		}
+	})
+}
+
 func TestPendingAndResolve(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		st := openStore(t, b)

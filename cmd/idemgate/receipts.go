@@ -28,12 +28,16 @@ type receiptJSON struct {
 	Actor      string          `json:"actor,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
 	Resolution string          `json:"resolution,omitempty"`
+	// EffectSource is what decided Effect: name, hint or override ("" on older
+	// receipts and on those with no class of their own).
+	EffectSource string `json:"effect_source,omitempty"`
 }
 
 func toReceiptJSON(r store.Receipt) receiptJSON {
 	j := receiptJSON{ID: r.ID, Time: r.Time.UTC(), Key: r.Key, Activity: r.Activity, Effect: r.Effect,
 		Decision: string(r.Decision), ArgsHash: r.ArgsHash, WorkflowID: r.WorkflowID, RunID: r.RunID, Attempt: r.Attempt,
-		ResultRef: r.ResultRef, Error: r.Error, Actor: r.Actor, Reason: r.Reason, Resolution: r.Resolution}
+		ResultRef: r.ResultRef, Error: r.Error, Actor: r.Actor, Reason: r.Reason, Resolution: r.Resolution,
+		EffectSource: r.EffectSource}
 	if json.Valid(r.Call) {
 		j.Call = r.Call
 	}
@@ -124,13 +128,22 @@ func (c *cli) receipts(args []string) error {
 		if r.Attempt > 0 {
 			attempt = fmt.Sprint(r.Attempt)
 		}
-		row(tw, ts(r.Time), r.Key, r.Activity, r.Effect, run, attempt, d, clip(r.ArgsHash, 12), r.ResultRef, clip(note, 100))
+		row(tw, ts(r.Time), r.Key, r.Activity, effectCell(r), run, attempt, d, clip(r.ArgsHash, 12), r.ResultRef, clip(note, 100))
 	}
 	tw.Flush()
 	if more {
 		fmt.Fprintf(c.stderr, "showing the first %d receipts; narrow with --since, --key, --workflow or raise --limit\n", *limit)
 	}
 	return nil
+}
+
+// effectCell is a receipt's effect as the table shows it: "destructive", or
+// "destructive (hint)" / "(override)" when the name did not decide it.
+func effectCell(r store.Receipt) string {
+	if r.EffectSource == "" || r.EffectSource == store.EffectByName {
+		return r.Effect
+	}
+	return r.Effect + " (" + r.EffectSource + ")"
 }
 
 func decisionList() string {

@@ -61,11 +61,10 @@ func TestClaimCommitsSynchronously(t *testing.T) {
 				want      string
 			}{
 				{"claim", beginSQL + syncedCommit, []any{"k1", "ChargeCard", "destructive", "h1", []byte(nil), "a",
-					now.Add(time.Minute), now.Add(time.Hour), false, "wf", "run", 1, now, store.LeaseMargin}, "on"},
+					now.Add(time.Minute), now.Add(time.Hour), false, "wf", "run", 1, now, store.LeaseMargin, store.EffectByName}, "on"},
 				{"complete", completeSQL, append([]any{"k1", "a", now, []byte("{}"), false, now.Add(time.Hour)},
 					receiptArgs(r)...), tc.session},
-				{"append", receiptInsert + ` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-					receiptArgs(r), tc.session},
+				{"append", appendSQL, receiptArgs(r), tc.session},
 				{"pause", pauseSQL, append([]any{p.Activity, p.Effect, p.Actor, p.Reason, now}, receiptArgs(r)...), "on"},
 			}
 			for _, st := range steps {

@@ -253,8 +253,8 @@ func TestMigrateFromVersion4Prune(t *testing.T) {
 	}
 	defer s.Close()
 	var v int
-	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+name+".idemgate_schema_version").Scan(&v); err != nil || v != 5 {
-		t.Fatalf("schema version = %d, %v; want 5", v, err)
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+name+".idemgate_schema_version").Scan(&v); err != nil || v != SchemaVersion {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, SchemaVersion)
 	}
 	tbl := name + ".idemgate_receipts"
 	if _, err := conn.Exec(ctx, "DELETE FROM "+tbl+" WHERE key = 'old-500'"); err == nil || !strings.Contains(err.Error(), "append-only") {
@@ -316,5 +316,77 @@ func TestMigrateFromVersion4Prune(t *testing.T) {
 	}
 	if len(pruned) != 1 || pruned[0].Actor != "alice" || !strings.Contains(string(pruned[0].Call), fmt.Sprintf(`"count":%d`, n-live)) {
 		t.Fatalf("pruned receipts = %+v; want one by alice counting %d", pruned, n-live)
+	}
+}
+
+// A schema at version 5 opens under version 6: its receipts stay whole and say
+// nothing of what decided their effect (""), one idemgate_begin is left (the old
+// signature is gone), and new receipts — the claim and takeover receipts the new
+// idemgate_begin appends, a transition's, an appended one — keep theirs.
+func TestMigrateFromVersion5(t *testing.T) {
+	ctx := context.Background()
+	at := func(sec int) time.Time { return time.Date(2026, 11, 29, 12, 0, sec, 0, time.UTC) }
+	sd, conn, name := oldSchema(t, 5,
+		`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
+			attempt, result_ref, error, actor, reason, resolution) VALUES
+			('2026-11-29 12:00:01Z', 'k1', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
+			('2026-11-29 12:00:02Z', 'k1', 'ChargeCard', 'destructive', 'unknown', 'h', NULL, 'wf', 'run', 1, '', 'reset', '', '', '')`,
+		`INSERT INTO idemgate_records (`+recordColumns+`) VALUES
+			('k1', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'unknown', 'o1', '2026-11-29 12:00:01Z', NULL, false,
+			 'wf', 'run', 1, 1, '2026-11-29 12:00:01Z', '2026-11-29 12:00:02Z', '2099-01-01 00:00:00Z', true)`)
+
+	s, err := Open(ctx, sd)
+	if err != nil {
+		t.Fatalf("open a version 5 schema: %v", err)
+	}
+	defer s.Close()
+	var v, fns int
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+name+".idemgate_schema_version").Scan(&v); err != nil || v != 6 {
+		t.Fatalf("schema version = %d, %v; want 6", v, err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = $1 AND p.proname = 'idemgate_begin'`, name).Scan(&fns); err != nil || fns != 1 {
+		t.Fatalf("idemgate_begin functions after the migration = %d, %v; want 1 (the old signature dropped)", fns, err)
+	}
+	old, err := s.Receipts(ctx, store.ReceiptFilter{Key: "k1"})
+	if err != nil || len(old) != 2 {
+		t.Fatalf("receipts of version 5 after the migration = %+v, %v", old, err)
+	}
+	want := []store.Receipt{
+		{ID: old[0].ID, Time: at(1), Key: "k1", Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionClaimed,
+			ArgsHash: "h", WorkflowID: "wf", RunID: "run", Attempt: 1},
+		{ID: old[1].ID, Time: at(2), Key: "k1", Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionUnknown,
+			ArgsHash: "h", WorkflowID: "wf", RunID: "run", Attempt: 1, Error: "reset"},
+	}
+	if !reflect.DeepEqual(old, want) {
+		t.Fatalf("receipts of version 5 after the migration = %+v; want %+v", old, want)
+	}
+	c := store.Claim{Key: "k1", Activity: "ChargeCard", Effect: "destructive", EffectSource: store.EffectByHint, ArgsHash: "h",
+		Owner: "o2", Now: at(10), Lease: at(70), Window: time.Hour, TakeOver: true}
+	if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeTakenOver {
+		t.Fatalf("Begin(k1, take over) = %s, %v", o, err)
+	}
+	if err := s.Complete(ctx, store.Transition{Key: "k1", Owner: "o2", Now: at(11), Window: time.Hour,
+		Receipt: store.Receipt{Key: "k1", Decision: store.DecisionRan, EffectSource: store.EffectByHint}}); err != nil {
+		t.Fatal(err)
+	}
+	c = store.Claim{Key: "k2", Activity: "ChargeCard", Effect: "destructive", EffectSource: store.EffectByOverride, ArgsHash: "h",
+		Owner: "o3", Now: at(12), Lease: at(72), Window: time.Hour}
+	if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
+		t.Fatalf("Begin(k2) = %s, %v", o, err)
+	}
+	if err := s.Append(ctx, store.Receipt{Time: at(13), Key: "k2", Decision: store.DecisionRefusedInFlight, EffectSource: store.EffectByName}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, fmt.Sprintf("%s %s/%s", r.Key, r.Decision, r.EffectSource))
+	}
+	if w := "[k1 claimed/ k1 unknown/ k1 taken-over/hint k1 ran/hint k2 claimed/override k2 refused-in-flight/name]"; fmt.Sprint(got) != w {
+		t.Fatalf("receipts after the migration = %v; want %s", got, w)
 	}
 }

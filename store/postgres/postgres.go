@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,7 +115,7 @@ const beginSQL = `SELECT b.o_outcome, (b.o_rec).key, (b.o_rec).activity, (b.o_re
 	(b.o_rec).args, (b.o_rec).state, (b.o_rec).owner, (b.o_rec).lease, (b.o_rec).result, (b.o_rec).result_omitted,
 	(b.o_rec).workflow_id, (b.o_rec).run_id, (b.o_rec).attempt, (b.o_rec).claims, (b.o_rec).created_at,
 	(b.o_rec).updated_at, (b.o_rec).expires_at, (b.o_rec).may_have_sent
-	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) b`
+	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) b`
 
 // syncedCommit, joined to a statement's FROM list, makes the commit of the
 // statement's own transaction wait for the WAL flush (synchronous_commit=on for
@@ -127,7 +129,8 @@ const syncedCommit = `, set_config('synchronous_commit', 'on', true) synced`
 func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
 	var outcome string
 	row := s.pool.QueryRow(ctx, beginSQL+syncedCommit, c.Key, c.Activity, c.Effect, c.ArgsHash, c.Args, c.Owner,
-		micro(c.Lease), micro(c.Expires()), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now), store.LeaseMargin)
+		micro(c.Lease), micro(c.Expires()), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now), store.LeaseMargin,
+		c.EffectSource)
 	rec, err := scanRecord(row, &outcome)
 	if err != nil {
 		return "", store.Record{}, s.fail("begin", err)
@@ -135,38 +138,43 @@ func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.
 	return store.Outcome(outcome), rec, nil
 }
 
+// receiptInsert takes receiptArgs (at receiptParams); appendSQL appends one receipt.
+const receiptInsert = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
+	workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution, effect_source)`
+
+var appendSQL = receiptInsert + ` VALUES (` + receiptParams(1) + `)`
+
 // The transitions are store.Apply in SQL: one statement that updates only a
 // claimed record of this owner and appends the receipt only when it did.
-const (
-	receiptInsert = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
-	workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution)`
+var (
 	completeSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = 'completed', updated_at = $3, result = $4, result_omitted = $5, expires_at = $6
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21 FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(7) + ` FROM u`
 	// A Release of a record that may have reached the vendor leaves it unknown
 	// (store.ReleasedState); an Abandon marks it.
 	releaseSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = CASE WHEN may_have_sent THEN 'unknown' ELSE 'released' END, updated_at = $3
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(4) + ` FROM u`
 	abandonSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = 'unknown', may_have_sent = true, updated_at = $3
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM u`
-	// store.ApplyResolve in SQL: a store.Resolvable record of this owner (unknown,
-	// or claimed with its lease plus the margin $5 passed at $4). Only the release
-	// clears may_have_sent.
-	resolveWhere       = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease + $5::interval <= $4))`
+	` + receiptInsert + ` SELECT ` + receiptParams(4) + ` FROM u`
 	resolveCompleteSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $6, result_omitted = $7, expires_at = $8
 	` + resolveWhere + ` RETURNING 1)
-	` + receiptInsert + ` SELECT $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23 FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(9) + ` FROM u`
 	resolveReleaseSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = $3, updated_at = $4, may_have_sent = false
 	` + resolveWhere + ` RETURNING 1)
-	` + receiptInsert + ` SELECT $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(6) + ` FROM u`
 )
+
+// store.ApplyResolve in SQL: a store.Resolvable record of this owner (unknown,
+// or claimed with its lease plus the margin $5 passed at $4). Only the release
+// clears may_have_sent.
+const resolveWhere = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease + $5::interval <= $4))`
 
 // notExpired is store.Expired negated, in SQL, at $1 with the margin $2.
 const notExpired = `(expires_at > $1 OR (state = 'claimed' AND $1 < lease + $2::interval))`
@@ -198,9 +206,20 @@ func (s *Store) transition(ctx context.Context, op, sql string, args []any, t st
 	return nil
 }
 
+// receiptArgs are r's values in receiptInsert's column order.
 func receiptArgs(r store.Receipt) []any {
 	return []any{micro(r.Time), r.Key, r.Activity, r.Effect, string(r.Decision), r.ArgsHash, r.Call,
-		r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason, r.Resolution}
+		r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason, r.Resolution, r.EffectSource}
+}
+
+// receiptParams is the parameter list of receiptArgs in a statement where they
+// start at $first: "$first, …, $(first+15)".
+func receiptParams(first int) string {
+	ps := make([]string, 16)
+	for i := range ps {
+		ps[i] = "$" + strconv.Itoa(first+i)
+	}
+	return strings.Join(ps, ", ")
 }
 
 // Resolve settles a blocking record (store.ApplyResolve) in one statement that
@@ -266,15 +285,15 @@ func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.
 
 // Pause and Resume change what every gate refuses: their commits are synced
 // whatever the Durability.
-const (
+var (
 	pauseSQL = `WITH p AS (
 		INSERT INTO idemgate_pauses (activity, effect, actor, reason, time) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (activity, effect) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, time = excluded.time
 		RETURNING 1)
-		` + receiptInsert + ` SELECT $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM p` + syncedCommit
+		` + receiptInsert + ` SELECT ` + receiptParams(6) + ` FROM p` + syncedCommit
 	resumeSQL = `WITH d AS (
 		DELETE FROM idemgate_pauses WHERE activity = $1 AND effect = $2 RETURNING 1)
-		` + receiptInsert + ` SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM d` + syncedCommit
+		` + receiptInsert + ` SELECT ` + receiptParams(3) + ` FROM d` + syncedCommit
 )
 
 // Pause stores p, replacing a pause of the same scope, and appends its receipt in
@@ -344,7 +363,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 
 // Append adds a receipt in its own statement.
 func (s *Store) Append(ctx context.Context, r store.Receipt) error {
-	_, err := s.pool.Exec(ctx, receiptInsert+` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, receiptArgs(r)...)
+	_, err := s.pool.Exec(ctx, appendSQL, receiptArgs(r)...)
 	if err != nil {
 		return s.fail("append receipt to", err)
 	}
@@ -355,7 +374,7 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
 	tail, args := sqlq.ReceiptQuery(f, sqlq.Dollar, func(t time.Time) any { return micro(t) })
 	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
-		result_ref, error, actor, reason, resolution FROM idemgate_receipts` + tail
+		result_ref, error, actor, reason, resolution, effect_source FROM idemgate_receipts` + tail
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
@@ -368,7 +387,8 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 			d string
 		)
 		if err := rows.Scan(&r.ID, &r.Time, &r.Key, &r.Activity, &r.Effect, &d, &r.ArgsHash, &r.Call,
-			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason, &r.Resolution); err != nil {
+			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason, &r.Resolution,
+			&r.EffectSource); err != nil {
 			return nil, s.fail("list receipts in", err)
 		}
 		r.Time, r.Decision = r.Time.UTC(), store.Decision(d)
@@ -439,7 +459,7 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 		)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if first {
-				if _, err := tx.Exec(ctx, receiptInsert+` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+				if _, err := tx.Exec(ctx, appendSQL,
 					receiptArgs(store.PruneReceipt(p, count))...); err != nil {
 					return err
 				}

@@ -311,8 +311,8 @@ func TestMigrateFromVersion4Prune(t *testing.T) {
 	}
 	defer s.Close()
 	var v int
-	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != 5 {
-		t.Fatalf("user_version = %d, %v; want 5", v, err)
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion {
+		t.Fatalf("user_version = %d, %v; want %d", v, err, SchemaVersion)
 	}
 	// Outside a prune every DELETE is refused; inside one, a live key's receipt
 	// and a pruned receipt are refused too.
@@ -365,5 +365,80 @@ func TestMigrateFromVersion4Prune(t *testing.T) {
 	}
 	if len(pruned) != 1 || pruned[0].Actor != "alice" || !strings.Contains(string(pruned[0].Call), fmt.Sprintf(`"count":%d`, n-live)) {
 		t.Fatalf("pruned receipts = %+v; want one by alice counting %d", pruned, n-live)
+	}
+}
+
+// A file written by schema version 5 opens under version 6: its receipts stay
+// whole and say nothing of what decided their effect (""), and new receipts —
+// the claim and takeover receipts Begin appends, a transition's, an appended
+// one — keep theirs.
+func TestMigrateFromVersion5(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v5.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := append(slices.Clone(migrations[:5]), "PRAGMA user_version = 5",
+		`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id, run_id,
+			attempt, result_ref, error, actor, reason, resolution) VALUES
+			(1, 'k1', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
+			(2, 'k1', 'ChargeCard', 'destructive', 'unknown', 'h', NULL, 'wf', 'run', 1, '', 'reset', '', '', '')`,
+		`INSERT INTO idemgate_records (`+recordColumns+`) VALUES
+			('k1', 'ChargeCard', 'destructive', 'h', '[1]', 'unknown', 'o1', 1, NULL, 0, 'wf', 'run', 1, 1, 1, 2, 9999999999999999, 1)`)
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open a version 5 file: %v", err)
+	}
+	defer s.Close()
+	var v int
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != 6 {
+		t.Fatalf("user_version = %d, %v; want 6", v, err)
+	}
+	old, err := s.Receipts(ctx, store.ReceiptFilter{Key: "k1"})
+	want := []store.Receipt{
+		{ID: 1, Time: fromMicro(1), Key: "k1", Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionClaimed,
+			ArgsHash: "h", WorkflowID: "wf", RunID: "run", Attempt: 1},
+		{ID: 2, Time: fromMicro(2), Key: "k1", Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionUnknown,
+			ArgsHash: "h", WorkflowID: "wf", RunID: "run", Attempt: 1, Error: "reset"},
+	}
+	if err != nil || !reflect.DeepEqual(old, want) {
+		t.Fatalf("receipts of version 5 after the migration = %+v, %v; want %+v", old, err, want)
+	}
+	now := time.Now()
+	c := store.Claim{Key: "k1", Activity: "ChargeCard", Effect: "destructive", EffectSource: store.EffectByHint, ArgsHash: "h",
+		Owner: "o2", Now: now, Lease: now.Add(time.Minute), Window: time.Hour, TakeOver: true}
+	if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeTakenOver {
+		t.Fatalf("Begin(k1, take over) = %s, %v", o, err)
+	}
+	if err := s.Complete(ctx, store.Transition{Key: "k1", Owner: "o2", Now: now, Window: time.Hour,
+		Receipt: store.Receipt{Key: "k1", Decision: store.DecisionRan, EffectSource: store.EffectByHint}}); err != nil {
+		t.Fatal(err)
+	}
+	c = store.Claim{Key: "k2", Activity: "ChargeCard", Effect: "destructive", EffectSource: store.EffectByOverride, ArgsHash: "h",
+		Owner: "o3", Now: now, Lease: now.Add(time.Minute), Window: time.Hour}
+	if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
+		t.Fatalf("Begin(k2) = %s, %v", o, err)
+	}
+	if err := s.Append(ctx, store.Receipt{Time: now, Key: "k2", Decision: store.DecisionRefusedInFlight, EffectSource: store.EffectByName}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, fmt.Sprintf("%s %s/%s", r.Key, r.Decision, r.EffectSource))
+	}
+	if w := "[k1 claimed/ k1 unknown/ k1 taken-over/hint k1 ran/hint k2 claimed/override k2 refused-in-flight/name]"; fmt.Sprint(got) != w {
+		t.Fatalf("receipts after the migration = %v; want %s", got, w)
 	}
 }

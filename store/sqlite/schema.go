@@ -139,10 +139,14 @@ var migrations = []string{
 	WHEN NOT EXISTS (SELECT 1 FROM idemgate_prune_token) OR OLD.decision = 'pruned'
 		OR EXISTS (SELECT 1 FROM idemgate_records WHERE key = OLD.key)
 	BEGIN SELECT RAISE(ABORT, 'idemgate: receipts are append-only: DELETE refused (only a prune removes receipts: old ones of keys without a record)'); END;`,
+
+	// 6: what decided a receipt's effect (store.Receipt.EffectSource); older
+	// receipts say nothing ('').
+	`ALTER TABLE idemgate_receipts ADD COLUMN effect_source TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 func migrate(ctx context.Context, w *sql.DB) error {
 	// The write pool begins IMMEDIATE: concurrent openers in other processes wait
@@ -194,11 +198,11 @@ const upsertRecord = `INSERT INTO idemgate_records (` + recordColumns + `)
 	expires_at = excluded.expires_at, may_have_sent = excluded.may_have_sent`
 
 const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
-	result_ref, error, actor, reason, resolution`
+	result_ref, error, actor, reason, resolution, effect_source`
 
 const insertReceipt = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
-	workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution, effect_source)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insertNew is the claim of a key with no record, the common case: Begin tries it
 // first and reads the record only when the key is taken.

@@ -351,7 +351,8 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 			d  string
 		)
 		if err := rows.Scan(&r.ID, &ts, &r.Key, &r.Activity, &r.Effect, &d, &r.ArgsHash, &r.Call,
-			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason, &r.Resolution); err != nil {
+			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason, &r.Resolution,
+			&r.EffectSource); err != nil {
 			return nil, s.fail("list receipts in", err)
 		}
 		r.Time, r.Decision = fromMicro(ts), store.Decision(d)
@@ -459,7 +460,7 @@ func recordArgs(r store.Record) []any {
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error {
 	_, err := tx.StmtContext(ctx, s.insertReceipt).ExecContext(ctx, r.Time.UnixMicro(), r.Key, r.Activity, r.Effect,
 		string(r.Decision), r.ArgsHash, r.Call, r.WorkflowID, r.RunID, r.Attempt, r.ResultRef, r.Error, r.Actor, r.Reason,
-		r.Resolution)
+		r.Resolution, r.EffectSource)
 	return err
 }
 

@@ -58,6 +58,7 @@ var storeTests = []struct {
 }{
 	{"SweepIsBounded", testSweep},
 	{"ReceiptsAppendOnly", testReceipts},
+	{"ReceiptsKeepEffectSource", testEffectSource},
 	{"ReceiptFilters", testReceiptFilters},
 	{"PendingListsBlockingRecords", testPending},
 	{"ResolveSentStoresResult", testResolveSent},
@@ -539,6 +540,61 @@ func testResultRoundTrip(t *testing.T, s store.Gate, k *keys) {
 	}
 	if r := get(t, s, key2); !r.ResultOmitted || len(r.Result) != 0 || r.State != store.StateCompleted {
 		t.Fatalf("omitted result = %+v", r)
+	}
+}
+
+// testEffectSource: the claim receipt Begin appends (claim and takeover) carries
+// Claim.EffectSource, and a transition's and an appended receipt keep theirs.
+func testEffectSource(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key, other := k.key("source"), k.key("source-released")
+	c := claim(key, "a", "h1", t0)
+	c.EffectSource = store.EffectByHint
+	begin(t, s, c, store.OutcomeClaimed)
+	refused := store.Receipt{Time: t0.Add(time.Second), Key: key, Activity: "ChargeCard", Effect: "destructive",
+		EffectSource: store.EffectByOverride, Decision: store.DecisionRefusedInFlight, ArgsHash: "h1"}
+	if err := s.Append(ctx, refused); err != nil {
+		t.Fatal(err)
+	}
+	ab := tr(key, "a", t0.Add(2*time.Second), store.DecisionUnknown)
+	ab.Receipt.EffectSource = store.EffectByName
+	if err := s.Abandon(ctx, ab); err != nil {
+		t.Fatal(err)
+	}
+	c = claim(key, "b", "h1", t0.Add(3*time.Second))
+	c.TakeOver, c.EffectSource = true, store.EffectByOverride
+	begin(t, s, c, store.OutcomeTakenOver)
+	done := tr(key, "b", t0.Add(4*time.Second), store.DecisionRan)
+	done.Receipt.EffectSource = store.EffectByHint
+	if err := s.Complete(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	c = claim(other, "a", "h1", t0)
+	c.EffectSource = store.EffectByName
+	begin(t, s, c, store.OutcomeClaimed)
+	rel := tr(other, "a", t0.Add(time.Second), store.DecisionReleased)
+	rel.Receipt.EffectSource = store.EffectByOverride
+	if err := s.Release(ctx, rel); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		key  string
+		want string
+	}{
+		{key, "[claimed/hint refused-in-flight/override unknown/name taken-over/override ran/hint]"},
+		{other, "[claimed/name released/override]"},
+	} {
+		rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: w.key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(rs))
+		for i, r := range rs {
+			got[i] = string(r.Decision) + "/" + r.EffectSource
+		}
+		if fmt.Sprint(got) != w.want {
+			t.Errorf("receipts of %s (decision/effect source) = %v, want %s", w.key, got, w.want)
+		}
 	}
 }
 
