@@ -70,6 +70,14 @@ func TestGateTable(t *testing.T) {
 			begin(t, st, key, hash, args, now.Add(-time.Hour), now.Add(-time.Hour+time.Minute))
 			transition(t, st.Release, key, now.Add(-time.Hour), nil)
 		},
+		// A destructive write whose outcome nobody knows stays blocked past its window.
+		"unknown, past the window": func(t *testing.T, st store.Store, key, hash string, args []byte) {
+			begin(t, st, key, hash, args, now.Add(-48*time.Hour), now.Add(-48*time.Hour+time.Minute))
+			transition(t, st.Abandon, key, now.Add(-48*time.Hour), nil)
+		},
+		"claimed, owner gone long ago": func(t *testing.T, st store.Store, key, hash string, args []byte) {
+			begin(t, st, key, hash, args, now.Add(-48*time.Hour), now.Add(-48*time.Hour+time.Minute))
+		},
 		"past the window": func(t *testing.T, st store.Store, key, hash string, args []byte) {
 			begin(t, st, key, "other-hash", args, now.Add(-48*time.Hour), now.Add(-48*time.Hour+time.Minute))
 			transition(t, st.Complete, key, now.Add(-48*time.Hour), storedResult(t, "stale result"))
@@ -87,6 +95,8 @@ func TestGateTable(t *testing.T) {
 		{"claimed, owner gone", "run", "run", "IdempotencyInFlight final"},
 		{"claimed, lease passed", "run", "run", "IdempotencyInFlight final"},
 		{"released", "run", "run", "run"},
+		{"unknown, past the window", "run", "run", "IdempotencyInFlight final"},
+		{"claimed, owner gone long ago", "run", "run", "IdempotencyInFlight final"},
 		{"past the window", "run", "run", "run"},
 	}
 	for _, row := range table {

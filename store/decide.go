@@ -12,14 +12,32 @@ import (
 const LeaseMargin = 5 * time.Minute
 
 // Expired reports whether r is forgotten at now: a later Begin treats it as absent
-// and Sweep removes it. That is from r.ExpiresAt on, except that a claim whose lease
-// (plus LeaseMargin) has not passed is never expired, whatever its window: its
-// attempt may still be running and must be able to store its outcome.
+// and Sweep removes it. That is from r.ExpiresAt on, with two exceptions, whatever
+// the window:
+//   - a claim whose lease (plus LeaseMargin) has not passed: its attempt may still
+//     be running and must be able to store its outcome;
+//   - a destructive write whose outcome nobody knows (StateUnknown, or StateClaimed
+//     with its owner gone): its attempt may have reached the vendor, so the key
+//     stays blocked until a person resolves it (ApplyResolve) — forgetting it
+//     would let a later attempt send again.
 func Expired(r Record, now time.Time) bool {
 	if r.State == StateClaimed && now.Before(r.Lease.Add(LeaseMargin)) {
 		return false
 	}
+	if UnknownOutcome(r) {
+		return false
+	}
 	return !now.Before(r.ExpiresAt)
+}
+
+// EffectDestructive is the Effect string of a destructive write (interceptor.Destructive).
+const EffectDestructive = "destructive"
+
+// UnknownOutcome reports whether r is a destructive write's record whose outcome
+// nobody knows: StateUnknown, or StateClaimed (its owner running, or gone). Such a
+// record never expires (see Expired).
+func UnknownOutcome(r Record) bool {
+	return r.Effect == EffectDestructive && (r.State == StateUnknown || r.State == StateClaimed)
 }
 
 // Expires is the ExpiresAt that Begin gives a record c claims or takes over: c.Window

@@ -135,3 +135,30 @@ func TestOldHoleTwoChargesTwice(t *testing.T) {
 		t.Fatalf("current rules: violations %q; steps:\n%s", kinds, strings.Join(lines, "\n"))
 	}
 }
+
+// Before session 16 a destructive write whose outcome nobody knew was forgotten
+// when the gate's window ran out: a later attempt claimed the key afresh and sent
+// again. The model finds it in three steps on those rules; the current rules keep
+// the record until a person resolves it (TestExplore).
+func TestExploreFindsTheForgottenUnknown(t *testing.T) {
+	for _, cfg := range Configs() {
+		if cfg.Effect != "destructive" {
+			continue
+		}
+		res := Explore(cfg, rulesBeforeUnknownKept(), 3)
+		var claim, sweep bool
+		for _, v := range res.Violations {
+			if v.Kind != UnknownForgotten {
+				continue
+			}
+			last := v.Steps[len(v.Steps)-1]
+			claim = claim || strings.Contains(last, "Begin: claimed")
+			sweep = sweep || strings.Contains(last, "Sweep")
+			t.Logf("%s: %s", cfg.Name, v)
+		}
+		if !claim || !sweep {
+			t.Errorf("%s: rules before session 16, depth 3: want %q by a fresh claim and by a sweep; found %v",
+				cfg.Name, UnknownForgotten, res.Violations)
+		}
+	}
+}

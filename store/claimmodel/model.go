@@ -65,6 +65,11 @@ const (
 	MaySentForgotten  = "may-have-sent became false without a person"
 	FirstClaimedMoved = "first-claimed time moved while an earlier attempt may have sent"
 	MarkCleared       = "MayHaveSent mark cleared without a person"
+	// UnknownForgotten: a destructive write's record with no known outcome (state
+	// unknown, or claimed with its owner gone) was expired or swept. Its attempt may
+	// have reached the vendor; only a person's resolve may free the key, or a
+	// re-send inside the vendor's window — never the gate's window running out.
+	UnknownForgotten = "destructive record with no known outcome forgotten"
 )
 
 type phase uint8
@@ -383,6 +388,9 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			if m.live(&prev) {
 				p.violate(LiveTakenOver)
 			}
+			if out == store.OutcomeClaimed && prev.found && unknownOutcome(prev.rec) {
+				p.violate(UnknownForgotten)
+			}
 			if out == store.OutcomeClaimed && s.t >= s.forgetAt-m.slack {
 				reset = true
 				s.effects, s.sentEpoch, s.maySent, s.created = 0, false, false, -1
@@ -459,6 +467,9 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		if m.rules.Expired(s.rec, now) {
 			if m.live(&s) {
 				p.violate(LiveSwept)
+			}
+			if unknownOutcome(s.rec) {
+				p.violate(UnknownForgotten)
 			}
 			s.found, s.rec = false, store.Record{}
 		}
@@ -541,4 +552,12 @@ func (m *model) check(prev, s *State, person, reset bool, p *stepper) {
 	if prev.found && s.found && !person && !reset && m.rules.MayHaveSent(prev.rec) && !m.rules.MayHaveSent(s.rec) {
 		p.violate(MarkCleared)
 	}
+}
+
+// unknownOutcome: r is a destructive write's record whose outcome nobody knows —
+// unknown, or claimed (its owner running or gone). A fresh claim over it, or a
+// sweep of it, forgets that its attempt may have reached the vendor. Written out
+// here, not store.UnknownOutcome: the model checks the rules, it does not borrow them.
+func unknownOutcome(r store.Record) bool {
+	return r.Effect == "destructive" && (r.State == store.StateUnknown || r.State == store.StateClaimed)
 }

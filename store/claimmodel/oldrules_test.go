@@ -99,3 +99,25 @@ func oldApplyResolve(existing store.Record, to store.State, t store.Transition) 
 	}
 	return oldMoved(existing, to, t), nil
 }
+
+// rulesBeforeUnknownKept are the current rules but for store.Expired as it was
+// before a destructive record with no known outcome was kept past its window
+// (session 16): it expired at ExpiresAt like any finished record.
+func rulesBeforeUnknownKept() Rules {
+	r := Current()
+	expired := func(rec store.Record, now time.Time) bool {
+		if rec.State == store.StateClaimed && now.Before(rec.Lease.Add(store.LeaseMargin)) {
+			return false
+		}
+		return !now.Before(rec.ExpiresAt)
+	}
+	r.Expired = expired
+	r.Decide = func(existing store.Record, found bool, c store.Claim) (store.Outcome, store.Record, bool) {
+		if found && expired(existing, c.Now) {
+			return store.Decide(store.Record{}, false, c) // what Decide did over an expired record
+		}
+		return store.Decide(existing, found, c)
+	}
+	r.Blocking = func(rec store.Record, now time.Time) bool { return store.Resolvable(rec, now) && !expired(rec, now) }
+	return r
+}

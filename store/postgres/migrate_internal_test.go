@@ -341,8 +341,8 @@ func TestMigrateFromVersion5(t *testing.T) {
 	}
 	defer s.Close()
 	var v, fns int
-	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+name+".idemgate_schema_version").Scan(&v); err != nil || v != 6 {
-		t.Fatalf("schema version = %d, %v; want 6", v, err)
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+name+".idemgate_schema_version").Scan(&v); err != nil || v != SchemaVersion {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, SchemaVersion)
 	}
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = $1 AND p.proname = 'idemgate_begin'`, name).Scan(&fns); err != nil || fns != 1 {

@@ -177,7 +177,8 @@ var (
 const resolveWhere = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease + $5::interval <= $4))`
 
 // notExpired is store.Expired negated, in SQL, at $1 with the margin $2.
-const notExpired = `(expires_at > $1 OR (state = 'claimed' AND $1 < lease + $2::interval))`
+const notExpired = `(expires_at > $1 OR (state = 'claimed' AND $1 < lease + $2::interval)
+	OR (effect = 'destructive' AND state IN ('claimed', 'unknown')))`
 
 // Complete stores the owner's result.
 func (s *Store) Complete(ctx context.Context, t store.Transition) error {

@@ -3,13 +3,14 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
@@ -401,6 +402,27 @@ var migrations = []string{
 			p_workflow_id, p_run_id, p_attempt, '', '', '', '', p_effect_source);
 		o_rec := r;
 	END $$;`,
+}
+
+// 7: a destructive record whose outcome nobody knows (unknown, or claimed with its
+// owner gone) never expires (store.Expired): idemgate_begin of version 6, with its
+// expiry test extended, replaced in place. Built from version 6's text so the
+// function body is written once; init panics if that text changes shape.
+func init() { migrations = append(migrations, beginV7()) }
+
+const (
+	expiredV6 = `expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin);`
+	expiredV7 = `expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin)
+				AND NOT (r.effect = 'destructive' AND r.state IN ('claimed', 'unknown'));`
+)
+
+func beginV7() string {
+	v6 := migrations[5]
+	i := strings.Index(v6, "CREATE FUNCTION idemgate_begin(")
+	if i < 0 || strings.Count(v6, expiredV6) != 1 || len(migrations) != 6 {
+		panic("idemgate/store/postgres: migration 6 changed shape; migration 7 is built from it")
+	}
+	return "CREATE OR REPLACE FUNCTION" + strings.Replace(v6[i+len("CREATE FUNCTION"):], expiredV6, expiredV7, 1)
 }
 
 // migrate creates or upgrades the schema. Every opener takes the same advisory

@@ -224,7 +224,8 @@ const (
 
 // notExpired is store.Expired negated, in SQL; its first parameter is now and its
 // second now-LeaseMargin.
-const notExpired = `(expires_at > ? OR (state = 'claimed' AND lease > ?))`
+const notExpired = `(expires_at > ? OR (state = 'claimed' AND lease > ?)
+	OR (effect = 'destructive' AND state IN ('claimed', 'unknown')))`
 
 // selectPending is store.Blocking in SQL: store.Resolvable (unknown, or claimed
 // with lease+LeaseMargin at or before now: lease <= now-LeaseMargin) and not

@@ -67,6 +67,7 @@ var storeTests = []struct {
 	{"PauseAndResume", testPauses},
 	{"ModelSequences", testModelSequences},
 	{"LiveClaimOutlivesItsWindow", testLiveClaimOutlivesWindow},
+	{"UnknownDestructiveOutlivesItsWindow", testUnknownOutlivesWindow},
 	{"TakeoverKeepsTheRecordPastItsLease", testTakeoverKeepsRecord},
 	{"MayHaveSentIsMonotone", testMayHaveSentMonotone},
 	{"ReceiptCursor", testReceiptCursor},
@@ -398,10 +399,16 @@ func testWindow(t *testing.T, s store.Gate, k *keys) {
 
 func testSweep(t *testing.T, s store.Store, k *keys) {
 	ctx := context.Background()
-	for i := range 5 {
-		c := claim(k.key(fmt.Sprintf("old-%d", i)), "a", "h1", t0)
+	for i := range 5 { // finished writes: forgotten once their window passed
+		key := k.key(fmt.Sprintf("old-%d", i))
+		c := claim(key, "a", "h1", t0)
 		c.Window = time.Hour
 		begin(t, s, c, store.OutcomeClaimed)
+		done := tr(key, "a", t0.Add(time.Second), store.DecisionRan)
+		done.Window = time.Hour
+		if err := s.Complete(ctx, done); err != nil {
+			t.Fatal(err)
+		}
 	}
 	live := claim(k.key("live"), "a", "h1", t0)
 	live.Window = 48 * time.Hour
@@ -436,8 +443,8 @@ func testSweep(t *testing.T, s store.Store, k *keys) {
 		t.Fatalf("sweeps reported %d removed, want at least 5", total)
 	}
 	rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: k.key("old-0")})
-	if err != nil || len(rs) != 1 {
-		t.Fatalf("receipts of a swept key = %d (%v): receipts outlive records", len(rs), err)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("receipts of a swept key = %d (%v), want its claim's and completion's: receipts outlive records", len(rs), err)
 	}
 }
 
@@ -666,15 +673,22 @@ func testPending(t *testing.T, s store.Store, k *keys) {
 			t.Fatalf("pending record lacks the withheld call: %+v", r)
 		}
 	}
-	if rs, err := s.Pending(ctx, now, 2); err != nil || fmt.Sprint(ours(k, rs)) != "[unknown lease-passed]" {
-		t.Fatalf("Pending(limit 2) = %v, %v; want the two oldest", ours(k, rs), err)
+	// Other subtests sharing the database may hold older pending records (a
+	// destructive write's unknown outcome never expires): the limit counts them too.
+	older := 0
+	for older < len(rs) && !strings.HasPrefix(rs[older].Key, k.prefix) {
+		older++
 	}
-	// Before its lease passes, a claim does not block; past the window, nothing does.
+	if rs, err := s.Pending(ctx, now, older+2); err != nil || len(rs) != older+2 || fmt.Sprint(ours(k, rs)) != "[unknown lease-passed]" {
+		t.Fatalf("Pending(limit %d) = %v, %v; want the two oldest of ours after %d older", older+2, ours(k, rs), err, older)
+	}
+	// Before its lease passes, a claim does not block; past the window, a
+	// destructive write whose outcome nobody knows still does.
 	if rs, err := s.Pending(ctx, at(3).Add(-time.Second), 0); err != nil || fmt.Sprint(ours(k, rs)) != "[unknown unknown-2]" {
 		t.Fatalf("Pending before the lease passed = %v, %v; want only the abandoned records", ours(k, rs), err)
 	}
-	if rs, err := s.Pending(ctx, at(1).Add(window), 0); err != nil || fmt.Sprint(ours(k, rs)) != "[lease-passed unknown-2 live]" {
-		t.Fatalf("Pending as the first record expires = %v, %v; want it gone (and the live claim's lease passed)", ours(k, rs), err)
+	if rs, err := s.Pending(ctx, at(1).Add(30*window), 0); err != nil || fmt.Sprint(ours(k, rs)) != "[unknown lease-passed unknown-2 live]" {
+		t.Fatalf("Pending long past every window = %v, %v; want every one still pending (and the live claim's lease passed)", ours(k, rs), err)
 	}
 }
 
@@ -998,6 +1012,57 @@ func testLiveClaimOutlivesWindow(t *testing.T, s store.Store, k *keys) {
 	if string(rec.Result) != "late-result" {
 		t.Fatalf("repeat got %q, want the stored result", rec.Result)
 	}
+}
+
+// A destructive write whose outcome nobody knows — abandoned as unknown, or claimed
+// by an owner that vanished — is never forgotten when its window runs out: a later
+// attempt is refused (OutcomeUnknown), Sweep keeps it, Pending lists it, until a
+// person resolves it. An idempotent write's unknown record expires as before.
+func testUnknownOutlivesWindow(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	unknown, vanished, idem := k.key("unknown-past-window"), k.key("vanished-past-window"), k.key("idem-unknown-past-window")
+	begin(t, s, claim(unknown, "a", "h1", t0), store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(unknown, "a", t0.Add(time.Second), store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, s, claim(vanished, "a", "h1", t0), store.OutcomeClaimed) // its owner never comes back
+	ic := claim(idem, "a", "h1", t0)
+	ic.Activity, ic.Effect = "UpsertContact", "idempotent-write"
+	begin(t, s, ic, store.OutcomeClaimed)
+	if err := s.Abandon(ctx, tr(idem, "a", t0.Add(time.Second), store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+
+	later := t0.Add(30 * window)
+	for _, key := range []string{unknown, vanished} {
+		begin(t, s, claim(key, "b", "h1", later), store.OutcomeUnknown)
+	}
+	if _, err := s.Sweep(ctx, later, 0); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]store.State{unknown: store.StateUnknown, vanished: store.StateClaimed} {
+		if r := get(t, s, key); r.State != want || r.Owner != "a" {
+			t.Fatalf("%s after its window and a Sweep: state %q owner %q; want %q of owner a, kept", key, r.State, r.Owner, want)
+		}
+	}
+	rs, err := s.Pending(ctx, later, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ours(k, rs); len(got) != 2 {
+		t.Fatalf("Pending past the window = %v; want both destructive records with no known outcome", got)
+	}
+	// The idempotent write's unknown record is forgotten: a repeat is a new write.
+	ic2 := claim(idem, "b", "h1", later)
+	ic2.Activity, ic2.Effect = "UpsertContact", "idempotent-write"
+	if rec := begin(t, s, ic2, store.OutcomeClaimed); rec.Claims != 1 || rec.Owner != "b" {
+		t.Fatalf("idempotent unknown past its window: claims %d owner %q; want a new write", rec.Claims, rec.Owner)
+	}
+	// A person resolves: the key is free again (not sent) or answers (sent).
+	if err := s.Resolve(ctx, resolveTr(unknown, "a", later, store.ResolvedNotSent), store.StateReleased); err != nil {
+		t.Fatalf("resolve --not-sent past the window: %v", err)
+	}
+	begin(t, s, claim(unknown, "c", "h1", later.Add(time.Minute)), store.OutcomeClaimed)
 }
 
 // A takeover keeps the record while the new owner may run, for its window from the
