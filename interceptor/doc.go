@@ -63,15 +63,15 @@
 // retry policy keeps it waiting until a person resolves the key (`idemgate resolve
 // KEY --sent|--not-sent`); the next retry returns the stored result or runs the
 // write once more. Give such activities MaximumAttempts 0 and a ScheduleToClose
-// timeout shorter than Options.Window: a key left unresolved past the window is
-// forgotten, so the gate refuses for good once the record would expire before the
-// next retry.
+// timeout that bounds the wait: a destructive write's unknown outcome is never
+// forgotten (store.Expired), so the hold lasts until a person resolves the key or
+// the retry policy gives up — past Options.Window too.
 //
 //	gate, err := interceptor.New(interceptor.Options{Store: st, HoldUnknown: 30 * time.Second})
 //	...
 //	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 //		StartToCloseTimeout:    30 * time.Second,
-//		ScheduleToCloseTimeout: 12 * time.Hour, // < Options.Window
+//		ScheduleToCloseTimeout: 12 * time.Hour, // how long to wait for a person
 //		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 0},
 //	})
 //

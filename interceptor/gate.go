@@ -401,9 +401,10 @@ func (c *call) refuseUnknown(rec store.Record) error {
 			rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339), store.LeaseMargin)
 	}
 	hold := c.r.opts.HoldUnknown
-	// Held only while the record outlives the next retry: a key past its window is
-	// forgotten, and the retry after that would send the write again.
-	if hold > 0 && c.now.Add(2*hold).Before(rec.ExpiresAt) {
+	// Held only while the record outlives the next retry: a destructive record with no
+	// known outcome never expires (store.Expired); any other would be forgotten past
+	// its window, and the retry after that would send the write again.
+	if hold > 0 && (store.UnknownOutcome(rec) || c.now.Add(2*hold).Before(rec.ExpiresAt)) {
 		msg += fmt.Sprintf(" Held: Temporal retries in %s until then (Options.HoldUnknown).", hold)
 		c.refuse(store.DecisionRefusedInFlight, msg, true)
 		return appError(msg, ErrTypeInFlight, false, hold, call)
