@@ -171,7 +171,7 @@ func ReleasedState(r Record) State {
 }
 
 // moved is the record after an allowed transition to state to: a completed record
-// keeps the result until t.Now+t.Window.
+// keeps the result until t.Now+t.Window, and at least as long as its claim was kept.
 func moved(existing Record, to State, t Transition) Record {
 	next := existing
 	next.State = to
@@ -179,7 +179,14 @@ func moved(existing Record, to State, t Transition) Record {
 	if to == StateCompleted {
 		next.Result = t.Result
 		next.ResultOmitted = t.ResultOmitted
+		// Kept for the window from now, and never less than the claim was: until the
+		// completing attempt's lease (plus LeaseMargin) has passed, its completion may
+		// not have reached Temporal (a crash right after this commit), and Temporal's
+		// retry, which comes once that lease passed, must find the stored result.
 		next.ExpiresAt = t.Now.Add(t.Window)
+		if existing.ExpiresAt.After(next.ExpiresAt) {
+			next.ExpiresAt = existing.ExpiresAt
+		}
 	}
 	return next
 }

@@ -162,3 +162,30 @@ func TestExploreFindsTheForgottenUnknown(t *testing.T) {
 		}
 	}
 }
+
+// Before session 16 a completion kept the record for the window from then only: an
+// attempt that completed early in a lease longer than the window, and whose
+// completion never reached Temporal, was retried by Temporal after its lease and
+// found the key forgotten — a second send. The model finds it on those rules: the
+// record swept, or claimed afresh, while a1's lease still runs (exploration stops
+// at the first violation of a path, so the second send itself is one step further).
+func TestExploreFindsTheEarlyForgottenResult(t *testing.T) {
+	for _, cfg := range Configs() {
+		if cfg.Name != "destructive" {
+			continue
+		}
+		res := Explore(cfg, rulesBeforeCompletionKept(), 5)
+		var found bool
+		for _, v := range res.Violations {
+			steps := strings.Join(v.Steps, "\n")
+			if (v.Kind == MaySentForgotten || v.Kind == FirstClaimedMoved) && strings.Contains(steps, "a1 Complete: ok") {
+				found = true
+				t.Logf("%s: %s", cfg.Name, v)
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s: rules before session 16, depth 5: a1's completed record is never forgotten early; found %v", cfg.Name, res.Violations)
+		}
+	}
+}

@@ -453,7 +453,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			if next, err = m.rules.Apply(s.rec, to, t); err == nil {
 				s.rec = next
 				if to == store.StateCompleted {
-					m.completed(&s)
+					m.completed(&s, i)
 				}
 			}
 		}
@@ -492,7 +492,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			s.rec = next
 			person = true
 			if to == store.StateCompleted {
-				m.completed(&s)
+				m.completed(&s, -1)
 			} else {
 				for j := range s.att {
 					if s.att[j].phase == running {
@@ -511,10 +511,13 @@ func (m *model) step(s State, e Event, p *stepper) State {
 
 // completed sets when a key completed at s.t may be forgotten: its window from now,
 // and not before every attempt still running is past its lease and margin.
-func (m *model) completed(s *State) {
+func (m *model) completed(s *State, by int) {
 	s.forgetAt = s.t + dsecs(m.cfg.Window)
-	for _, a := range s.att {
-		if a.phase == running {
+	for i, a := range s.att {
+		// The completing attempt counts too: its completion may never reach Temporal
+		// (a crash right after the store's commit), and Temporal retries the activity
+		// once that attempt's lease passed — the stored result must still answer it.
+		if a.phase == running || i == by {
 			s.forgetAt = max(s.forgetAt, a.lease+dsecs(keepMargin))
 		}
 	}

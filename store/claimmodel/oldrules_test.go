@@ -121,3 +121,21 @@ func rulesBeforeUnknownKept() Rules {
 	r.Blocking = func(rec store.Record, now time.Time) bool { return store.Resolvable(rec, now) && !expired(rec, now) }
 	return r
 }
+
+// rulesBeforeCompletionKept are the current rules but for a completion as it was
+// before session 16: the record was kept for the window from its completion only,
+// even when the completing attempt's lease ran longer.
+func rulesBeforeCompletionKept() Rules {
+	r := Current()
+	early := func(apply func(store.Record, store.State, store.Transition) (store.Record, error)) func(store.Record, store.State, store.Transition) (store.Record, error) {
+		return func(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
+			next, err := apply(existing, to, t)
+			if err == nil && next.State == store.StateCompleted {
+				next.ExpiresAt = t.Now.Add(t.Window)
+			}
+			return next, err
+		}
+	}
+	r.Apply, r.ApplyResolve = early(store.Apply), early(store.ApplyResolve)
+	return r
+}

@@ -148,7 +148,8 @@ var appendSQL = receiptInsert + ` VALUES (` + receiptParams(1) + `)`
 // claimed record of this owner and appends the receipt only when it did.
 var (
 	completeSQL = `WITH u AS (
-	UPDATE idemgate_records SET state = 'completed', updated_at = $3, result = $4, result_omitted = $5, expires_at = $6
+	UPDATE idemgate_records SET state = 'completed', updated_at = $3, result = $4, result_omitted = $5,
+	expires_at = GREATEST(expires_at, $6)
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
 	` + receiptInsert + ` SELECT ` + receiptParams(7) + ` FROM u`
 	// A Release of a record that may have reached the vendor leaves it unknown
@@ -162,7 +163,8 @@ var (
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
 	` + receiptInsert + ` SELECT ` + receiptParams(4) + ` FROM u`
 	resolveCompleteSQL = `WITH u AS (
-	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $6, result_omitted = $7, expires_at = $8
+	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $6, result_omitted = $7,
+	expires_at = GREATEST(expires_at, $8)
 	` + resolveWhere + ` RETURNING 1)
 	` + receiptInsert + ` SELECT ` + receiptParams(9) + ` FROM u`
 	resolveReleaseSQL = `WITH u AS (

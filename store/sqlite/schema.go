@@ -215,7 +215,7 @@ const insertNew = `INSERT INTO idemgate_records (` + recordColumns + `)
 // reached the vendor leaves it unknown (store.ReleasedState); an Abandon marks it.
 const (
 	completeRecord = `UPDATE idemgate_records SET state = 'completed', updated_at = ?, result = ?, result_omitted = ?,
-	expires_at = ? WHERE key = ? AND owner = ? AND state = 'claimed'`
+	expires_at = max(expires_at, ?) WHERE key = ? AND owner = ? AND state = 'claimed'`
 	releaseRecord = `UPDATE idemgate_records SET state = CASE WHEN may_have_sent THEN 'unknown' ELSE 'released' END,
 	updated_at = ? WHERE key = ? AND owner = ? AND state = 'claimed'`
 	abandonRecord = `UPDATE idemgate_records SET state = 'unknown', may_have_sent = 1, updated_at = ?

@@ -68,6 +68,7 @@ var storeTests = []struct {
 	{"ModelSequences", testModelSequences},
 	{"LiveClaimOutlivesItsWindow", testLiveClaimOutlivesWindow},
 	{"UnknownDestructiveOutlivesItsWindow", testUnknownOutlivesWindow},
+	{"CompletionKeptWhileItsLeaseRuns", testCompletionKeptForLease},
 	{"TakeoverKeepsTheRecordPastItsLease", testTakeoverKeepsRecord},
 	{"MayHaveSentIsMonotone", testMayHaveSentMonotone},
 	{"ReceiptCursor", testReceiptCursor},
@@ -1063,6 +1064,34 @@ func testUnknownOutlivesWindow(t *testing.T, s store.Store, k *keys) {
 		t.Fatalf("resolve --not-sent past the window: %v", err)
 	}
 	begin(t, s, claim(unknown, "c", "h1", later.Add(time.Minute)), store.OutcomeClaimed)
+}
+
+// A write that completes early in a lease longer than its window keeps its record —
+// and its stored result — until that lease (plus LeaseMargin) has passed: the
+// completion may not have reached Temporal, whose retry comes after the lease.
+func testCompletionKeptForLease(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	key := k.key("early-completion")
+	c := claim(key, "a", "h1", t0)
+	c.Window, c.Lease = time.Hour, t0.Add(3*time.Hour)
+	begin(t, s, c, store.OutcomeClaimed)
+	done := tr(key, "a", t0.Add(time.Minute), store.DecisionRan)
+	done.Window, done.Result = time.Hour, []byte("ch_1")
+	if err := s.Complete(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	keep := c.Lease.Add(store.LeaseMargin)
+	if r := get(t, s, key); !r.ExpiresAt.Equal(keep) {
+		t.Fatalf("completed record expires %v; want its claim's lease plus the margin, %v", r.ExpiresAt, keep)
+	}
+	retry := c.Lease.Add(time.Minute) // Temporal's retry of the same activity, after the lease
+	if _, err := s.Sweep(ctx, retry, 0); err != nil {
+		t.Fatal(err)
+	}
+	if rec := begin(t, s, claim(key, "b", "h1", retry), store.OutcomeCompleted); string(rec.Result) != "ch_1" {
+		t.Fatalf("the retry after the lease got %q; want the stored result", rec.Result)
+	}
+	begin(t, s, claim(key, "c", "h1", keep), store.OutcomeClaimed) // past both: a new write
 }
 
 // A takeover keeps the record while the new owner may run, for its window from the
