@@ -305,110 +305,49 @@ var migrations = []string{
 		RAISE EXCEPTION 'idemgate: receipts are append-only: % on % refused', TG_OP, TG_TABLE_NAME
 			USING ERRCODE = 'insufficient_privilege';
 	END $$;`,
-
-	// 6: what decided a receipt's effect (store.Receipt.EffectSource; older
-	// receipts say nothing, ''), and idemgate_begin with one more parameter so the
-	// claim receipt it appends carries it. The body is version 4's but for the
-	// parameter list and the receipt's insert.
-	`DROP FUNCTION idemgate_begin(text, text, text, text, bytea, text, timestamptz, timestamptz, boolean,
-		text, text, integer, timestamptz, interval);
-	ALTER TABLE idemgate_receipts ADD COLUMN effect_source text NOT NULL DEFAULT '';
-
-	-- store.Decide, cell by cell, and the claim receipt in the same transaction.
-	-- p_expires is store.Claim.Expires; p_lease_margin is store.LeaseMargin;
-	-- p_effect_source is store.Claim.EffectSource.
-	CREATE FUNCTION idemgate_begin(
-		p_key text, p_activity text, p_effect text, p_args_hash text, p_args bytea, p_owner text,
-		p_lease timestamptz, p_expires timestamptz, p_take_over boolean,
-		p_workflow_id text, p_run_id text, p_attempt integer, p_now timestamptz, p_lease_margin interval,
-		p_effect_source text,
-		OUT o_outcome text, OUT o_rec idemgate_records)
-	LANGUAGE plpgsql AS $$
-	DECLARE
-		r idemgate_records;
-		expired boolean;
-	BEGIN
-		-- Only a concurrent Sweep deleting the row between the insert and the
-		-- select makes this loop go round again.
-		FOR i IN 1..100 LOOP
-			-- No record: the atomic claim is a primary-key insert.
-			INSERT INTO idemgate_records AS t (key, activity, effect, args_hash, args, state, owner, lease,
-				result, result_omitted, workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at,
-				may_have_sent)
-			VALUES (p_key, p_activity, p_effect, p_args_hash, p_args, 'claimed', p_owner, p_lease,
-				NULL, false, p_workflow_id, p_run_id, p_attempt, 1, p_now, p_now, p_expires, false)
-			ON CONFLICT (key) DO NOTHING
-			RETURNING t.* INTO r;
-			IF FOUND THEN
-				o_outcome := 'claimed';
-				EXIT;
-			END IF;
-			SELECT t.* INTO r FROM idemgate_records t WHERE t.key = p_key FOR UPDATE;
-			CONTINUE WHEN NOT FOUND;
-			-- store.Expired: past its expiry, unless a claim whose lease (plus the
-			-- margin) has not passed.
-			expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin);
-			-- Expired, or released after a definite failure: a new claim.
-			IF expired OR r.state = 'released' THEN
-				UPDATE idemgate_records t SET activity = p_activity, effect = p_effect,
-					args_hash = p_args_hash, args = p_args, state = 'claimed', owner = p_owner,
-					lease = p_lease, result = NULL, result_omitted = false, workflow_id = p_workflow_id,
-					run_id = p_run_id, attempt = p_attempt,
-					-- A re-claim after a release inside the window counts the claims but starts
-					-- the clock anew: the released attempts reached nobody (store.Decide).
-					claims = CASE WHEN expired THEN 1 ELSE r.claims + 1 END,
-					created_at = p_now,
-					updated_at = p_now, expires_at = p_expires, may_have_sent = false
-				WHERE t.key = p_key
-				RETURNING t.* INTO r;
-				o_outcome := 'claimed';
-				EXIT;
-			END IF;
-			o_rec := r;
-			IF r.args_hash <> p_args_hash THEN
-				o_outcome := 'conflict';
-				RETURN;
-			END IF;
-			IF r.state = 'completed' THEN
-				o_outcome := 'completed';
-				RETURN;
-			END IF;
-			IF r.state = 'claimed' AND p_now < r.lease THEN
-				o_outcome := 'in-flight';
-				RETURN;
-			END IF;
-			-- The owner is gone with the outcome unknown.
-			IF NOT p_take_over THEN
-				o_outcome := 'unknown';
-				RETURN;
-			END IF;
-			-- The owner before may have sent: remember it, keep created_at, and keep the
-			-- record while this attempt may run.
-			UPDATE idemgate_records t SET state = 'claimed', owner = p_owner, lease = p_lease,
-				workflow_id = p_workflow_id, run_id = p_run_id, attempt = p_attempt,
-				claims = r.claims + 1, updated_at = p_now, may_have_sent = true,
-				expires_at = GREATEST(r.expires_at, p_expires)
-			WHERE t.key = p_key
-			RETURNING t.* INTO r;
-			o_outcome := 'taken-over';
-			EXIT;
-		END LOOP;
-		IF o_outcome IS NULL THEN
-			RAISE EXCEPTION 'idemgate_begin: the record of key % kept vanishing under a concurrent sweep', p_key;
-		END IF;
-		INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
-			workflow_id, run_id, attempt, result_ref, error, actor, reason, effect_source)
-		VALUES (p_now, p_key, p_activity, p_effect, o_outcome, p_args_hash, NULL,
-			p_workflow_id, p_run_id, p_attempt, '', '', '', '', p_effect_source);
-		o_rec := r;
-	END $$;`,
 }
 
+// Migrations 6 and 7 replace idemgate_begin; each is built from the function's
+// text in the migration before it, so the body is written once (init panics if
+// that text changes shape).
+//
+// 6: what decided a receipt's effect (store.Receipt.EffectSource; older receipts
+// say nothing, ”), and idemgate_begin of version 4 with one more parameter,
+// p_effect_source (store.Claim.EffectSource), which the claim receipt it appends
+// carries.
+//
 // 7: a destructive record whose outcome nobody knows (unknown, or claimed with its
 // owner gone) never expires (store.Expired): idemgate_begin of version 6, with its
-// expiry test extended, replaced in place. Built from version 6's text so the
-// function body is written once; init panics if that text changes shape.
-func init() { migrations = append(migrations, beginV7()) }
+// expiry test extended, replaced in place.
+func init() {
+	migrations = append(migrations, beginV6())
+	migrations = append(migrations, beginV7())
+}
+
+// beginV6 is migration 6, built from migration 4's idemgate_begin.
+func beginV6() string {
+	v4 := migrations[3]
+	i := strings.Index(v4, "CREATE FUNCTION idemgate_begin(")
+	j := strings.Index(v4[max(i, 0):], "END $$;")
+	if i < 0 || j < 0 || len(migrations) != 5 {
+		panic("idemgate/store/postgres: migration 4 changed shape; migration 6 is built from it")
+	}
+	fn := v4[i : i+j+len("END $$;")]
+	for _, r := range [][2]string{
+		{"p_lease_margin interval,\n\t\tOUT o_outcome", "p_lease_margin interval,\n\t\tp_effect_source text,\n\t\tOUT o_outcome"},
+		{"workflow_id, run_id, attempt, result_ref, error, actor, reason)", "workflow_id, run_id, attempt, result_ref, error, actor, reason, effect_source)"},
+		{"p_workflow_id, p_run_id, p_attempt, '', '', '', '');", "p_workflow_id, p_run_id, p_attempt, '', '', '', '', p_effect_source);"},
+	} {
+		if strings.Count(fn, r[0]) != 1 {
+			panic("idemgate/store/postgres: migration 4's idemgate_begin changed shape; migration 6 is built from it")
+		}
+		fn = strings.Replace(fn, r[0], r[1], 1)
+	}
+	return `DROP FUNCTION idemgate_begin(text, text, text, text, bytea, text, timestamptz, timestamptz, boolean,
+		text, text, integer, timestamptz, interval);
+	ALTER TABLE idemgate_receipts ADD COLUMN effect_source text NOT NULL DEFAULT '';
+	` + fn
+}
 
 const (
 	expiredV6 = `expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin);`
