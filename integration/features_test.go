@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -396,6 +397,33 @@ func TestFeatureWorkflowReset(t *testing.T) {
 	rs, _ := r.st.Receipts(context.Background(), store.ReceiptFilter{WorkflowID: "feature-reset", Decision: store.DecisionReplayed})
 	if len(rs) != 1 || rs[0].Activity != "ChargeCard" {
 		t.Fatalf("replayed receipts after reset: %+v", rs)
+	}
+}
+
+// Workflow reset after the gate's window: a destructive write whose attempt reached
+// the vendor with its outcome unknown is refused, and the reset run two days later
+// — past the window (24 h) — is refused too: an unknown outcome is never forgotten
+// by time (store.Expired), only by a person's resolve.
+func TestFeatureResetAfterTheWindow(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Now()
+	r := newRig(t, interceptor.Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }})
+	f := &failOn{attempts: map[int32]bool{1: true}, reached: true}
+	r.tools.fail = f.fail
+	run := r.start("feature-reset-window", Calls, []step{{Activity: "ChargeCard"}})
+	if _, err := r.result(run); !strings.Contains(fmt.Sprint(err), interceptor.ErrTypeInFlight) {
+		t.Fatalf("first run: %v; want attempt 2 refused (%s)", err, interceptor.ErrTypeInFlight)
+	}
+	mu.Lock()
+	clock = clock.Add(48 * time.Hour)
+	mu.Unlock()
+	newRun := r.resetToFirstTask("feature-reset-window", run.GetRunID())
+	_, err := r.result(r.c.GetWorkflow(context.Background(), "feature-reset-window", newRun))
+	if !strings.Contains(fmt.Sprint(err), interceptor.ErrTypeInFlight) {
+		t.Fatalf("reset run two days later: %v; want the unknown outcome still refused", err)
+	}
+	if n := r.v.total(); n != 1 {
+		t.Fatalf("vendor calls %d, want 1: the reset past the window sent the charge again", n)
 	}
 }
 
