@@ -1,10 +1,13 @@
 package mcptools
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -17,11 +20,24 @@ const DefaultDedupWindow = 24 * time.Hour
 
 // Dedup is the server side of the key: middleware for an MCP server built with the
 // go-sdk that deduplicates tools/call requests carrying MetaKey in their _meta.
-// The same key with the same tool and arguments gets the stored result (marked
-// MetaReplayed); with another tool or other arguments, an error (CodeConflict); while
-// the first call runs, an error the gate reads as in flight (CodeInFlight). A
-// finished call is forgotten after the window; a running one never is. A call
-// without a key runs as usual. The store is in memory: one server process.
+//
+// Stored answers are scoped by who calls, the tool and the key: the same key from
+// another authenticated user, or for another tool, is another call. The caller is
+// the go-sdk's bearer-token auth (auth.RequireBearerToken): its TokenInfo.UserID.
+// Calls without a token form their own scope; a keyed call whose token names no user
+// is refused (it cannot be kept apart from other users'), and not run.
+//
+// In one scope, the same key with the same arguments (compared exactly: numbers as
+// written, object keys in any order) gets the stored result (marked MetaReplayed);
+// with other arguments, an error (CodeConflict); while the first call runs, an error
+// the gate reads as in flight (CodeInFlight). Only answers of calls that may have
+// acted are stored: a result with isError and MetaNotPerformed, or a protocol error
+// that proves no handler ran (see the Bridge), forgets the key so a retry runs. Any
+// other protocol error (a handler's error, an output that failed its schema) may come
+// after the tool acted: the key is kept, and a repeat is answered with
+// CodeOutcomeUnknown, never run again. A finished call is forgotten after the window;
+// a running one never is. A call without a key runs as usual. The store is in
+// memory: one server process.
 //
 //	server.AddReceivingMiddleware(mcptools.NewDedup(0).Middleware)
 type Dedup struct {
@@ -29,19 +45,35 @@ type Dedup struct {
 	now    func() time.Time
 
 	mu      sync.Mutex
-	entries map[string]*dedupEntry
+	entries map[dedupScope]*dedupEntry
 	swept   time.Time
 }
 
+// dedupScope is what a stored answer is kept under.
+type dedupScope struct {
+	principal string // "" without a token, else "user:" + TokenInfo.UserID
+	tool, key string
+}
+
+type dedupState int
+
+const (
+	dedupRunning dedupState = iota
+	dedupDone               // replay holds the stored result
+	dedupUnknown            // failed after the tool may have acted: failure says how
+)
+
 type dedupEntry struct {
-	tool string
 	// raw hashes the arguments as sent, hash their canonical form: a repeat sent
 	// byte for byte the same (what a retry of the same client sends) is matched
-	// without decoding; any other is compared by canonical form.
+	// without decoding; any other is compared by canonical form. Both are set once.
 	raw, hash [32]byte
-	done      bool
-	replay    *mcp.CallToolResult // the stored result, marked MetaReplayed
-	expires   time.Time
+
+	// Guarded by Dedup.mu.
+	state   dedupState
+	replay  *mcp.CallToolResult // the stored result, marked MetaReplayed
+	failure string
+	expires time.Time
 }
 
 // NewDedup returns a Dedup that remembers finished calls for window (0: DefaultDedupWindow).
@@ -49,7 +81,7 @@ func NewDedup(window time.Duration) *Dedup {
 	if window <= 0 {
 		window = DefaultDedupWindow
 	}
-	return &Dedup{window: window, now: time.Now, entries: map[string]*dedupEntry{}}
+	return &Dedup{window: window, now: time.Now, entries: map[dedupScope]*dedupEntry{}}
 }
 
 // Middleware is the mcp.Middleware to add with Server.AddReceivingMiddleware.
@@ -66,18 +98,26 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if key == "" {
 			return next(ctx, method, req)
 		}
+		who, ok := principal(req)
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("tool %s, idempotency key "+
+				"%s: the caller's token names no user (TokenInfo.UserID is empty), so its answers cannot be kept apart "+
+				"from other users'; the call was not run. Next step: set UserID in the server's TokenVerifier", p.Name, key)}
+		}
+		sk := dedupScope{principal: who, tool: p.Name, key: key}
 		raw := sha256.Sum256(p.Arguments)
 		now := d.now()
 		d.mu.Lock()
-		e := d.entries[key]
-		if e != nil && e.done && !now.Before(e.expires) {
-			delete(d.entries, key)
+		e := d.entries[sk]
+		if e != nil && e.state != dedupRunning && !now.Before(e.expires) {
+			delete(d.entries, sk)
 			e = nil
 		}
 		if e != nil {
+			state, replay, failure := e.state, e.replay, e.failure
 			d.mu.Unlock()
-			same := e.tool == p.Name && e.raw == raw
-			if !same && e.tool == p.Name {
+			same := e.raw == raw
+			if !same {
 				hash, err := argsHash(p.Arguments)
 				if err != nil {
 					return nil, invalidArgs(p.Name, err)
@@ -87,46 +127,93 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			switch {
 			case !same:
 				return nil, &jsonrpc.Error{Code: CodeConflict, Message: fmt.Sprintf("idempotency key %s was used for "+
-					"tool %s with other arguments; this call (tool %s) was not run", key, e.tool, p.Name)}
-			case !e.done:
+					"tool %s with other arguments; this call was not run", key, p.Name)}
+			case state == dedupRunning:
 				return nil, &jsonrpc.Error{Code: CodeInFlight, Message: fmt.Sprintf("idempotency key %s: tool %s is "+
 					"still running with it; not run twice", key, p.Name)}
+			case state == dedupUnknown:
+				return nil, &jsonrpc.Error{Code: CodeOutcomeUnknown, Message: fmt.Sprintf("idempotency key %s: an "+
+					"earlier call of tool %s with it failed after the tool may have acted (%s); not run again with "+
+					"this key", key, p.Name, failure)}
 			}
-			return e.replay, nil
+			return replay, nil
 		}
 		d.mu.Unlock()
 		hash, err := argsHash(p.Arguments)
 		if err != nil {
 			return nil, invalidArgs(p.Name, err)
 		}
+		if err := ctx.Err(); err != nil { // the caller gave up before the call started: not run, not kept
+			return nil, err
+		}
 		d.mu.Lock()
-		if d.entries[key] != nil { // another call with this key came in meanwhile: let the caller retry
+		if d.entries[sk] != nil { // another call with this key came in meanwhile: let the caller retry
 			d.mu.Unlock()
 			return nil, &jsonrpc.Error{Code: CodeInFlight, Message: fmt.Sprintf("idempotency key %s: tool %s is "+
 				"already being called with it; not run twice", key, p.Name)}
 		}
-		e = &dedupEntry{tool: p.Name, raw: raw, hash: hash}
-		d.entries[key] = e
+		e = &dedupEntry{raw: raw, hash: hash}
+		d.entries[sk] = e
 		d.expire(now)
 		d.mu.Unlock()
 
+		settled := false
+		defer func() {
+			if !settled { // the handler panicked: it may have acted
+				d.settle(sk, e, nil, errors.New("the tool panicked"))
+			}
+		}()
 		res, err := next(ctx, method, req)
-		r, ok := res.(*mcp.CallToolResult)
-		var replay *mcp.CallToolResult
-		if err == nil && ok {
-			replay = replayed(r)
-		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if replay == nil {
-			// A protocol error: the tool did not produce a result. Forget the key so a
-			// retry runs; the tool's own contract decides whether that is safe.
-			delete(d.entries, key)
-			return res, err
-		}
-		e.done, e.replay, e.expires = true, replay, d.now().Add(d.window)
-		return res, nil
+		settled = true
+		d.settle(sk, e, res, err)
+		return res, err
 	}
+}
+
+// settle records how the call of entry e ended.
+func (d *Dedup) settle(sk dedupScope, e *dedupEntry, res mcp.Result, err error) {
+	r, _ := res.(*mcp.CallToolResult)
+	var werr *jsonrpc.Error
+	forget := err == nil && r != nil && notPerformed(r) || // the tool says it did nothing
+		err != nil && errors.As(err, &werr) && notRun(werr) // refused before any handler ran
+	var replay *mcp.CallToolResult
+	if err == nil && r != nil && !forget {
+		replay = replayed(r)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case forget:
+		delete(d.entries, sk)
+	case replay != nil:
+		e.state, e.replay = dedupDone, replay
+	default:
+		e.state = dedupUnknown
+		e.failure = "no result"
+		if err != nil {
+			e.failure = err.Error()
+		}
+	}
+	e.expires = d.now().Add(d.window)
+}
+
+// notPerformed reports whether r is a tool error that says the tool did nothing.
+func notPerformed(r *mcp.CallToolResult) bool {
+	v, _ := r.Meta[MetaNotPerformed].(bool)
+	return r.IsError && v
+}
+
+// principal names the caller of req for Dedup's scopes; ok is false when the caller
+// is authenticated but its token names no user.
+func principal(req mcp.Request) (string, bool) {
+	x := req.GetExtra()
+	if x == nil || x.TokenInfo == nil {
+		return "", true
+	}
+	if x.TokenInfo.UserID == "" {
+		return "", false
+	}
+	return "user:" + x.TokenInfo.UserID, true
 }
 
 func invalidArgs(tool string, err error) error {
@@ -142,7 +229,7 @@ func (d *Dedup) expire(now time.Time) {
 	}
 	d.swept = now
 	for k, e := range d.entries {
-		if e.done && !now.Before(e.expires) {
+		if e.state != dedupRunning && !now.Before(e.expires) {
 			delete(d.entries, k)
 		}
 	}
@@ -160,14 +247,21 @@ func replayed(r *mcp.CallToolResult) *mcp.CallToolResult {
 	return &c
 }
 
-// argsHash hashes the arguments in a canonical JSON form (object keys sorted).
+// argsHash hashes the arguments in a canonical JSON form: object keys sorted,
+// numbers exactly as written (decoded as json.Number, never through float64, so
+// 12345678901234567 and 12345678901234568 differ).
 func argsHash(raw json.RawMessage) ([32]byte, error) {
 	if len(raw) == 0 {
 		return sha256.Sum256(nil), nil
 	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := dec.Decode(&v); err != nil {
 		return [32]byte{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return [32]byte{}, errors.New("more than one JSON value")
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -47,6 +47,10 @@ const (
 	CodeInFlight = -32040
 	// CodeConflict: the key was used with other arguments.
 	CodeConflict = -32041
+	// CodeOutcomeUnknown: an earlier call with the key failed after the tool may have
+	// acted (a protocol error that does not prove the handler never ran); the call is
+	// not run again with that key. The gate reads it as an unknown outcome.
+	CodeOutcomeUnknown = -32043
 )
 
 // Options configures a Bridge. The zero value is usable.
@@ -280,12 +284,17 @@ func (b *Bridge) Hints() map[string]interceptor.Hints {
 	return m
 }
 
-// HintsOf turns a tool's annotations into interceptor Hints. As the MCP spec reads
-// them: idempotentHint and destructiveHint mean something only when readOnlyHint is
-// false, and destructiveHint defaults to true. ok is false without annotations.
+// HintsOf turns a tool's annotations into interceptor Hints. Only the fields an
+// annotation object carries are claims, read as the MCP spec reads them:
+// readOnlyHint true says read; destructiveHint (either value) or idempotentHint true
+// say the tool writes, and then destructiveHint defaults to true. A false
+// readOnlyHint or idempotentHint claims nothing: it is the default, indistinguishable
+// from an absent field once decoded, and go-sdk servers send both on every annotated
+// tool. So an empty object (mcp-go's for a tool defined without annotations), a title
+// or an openWorldHint alone are no hints. ok is false when there is no claim.
 func HintsOf(server string, t *mcp.Tool) (h interceptor.Hints, ok bool) {
 	a := t.Annotations
-	if a == nil {
+	if a == nil || !a.ReadOnlyHint && a.DestructiveHint == nil && !a.IdempotentHint {
 		return h, false
 	}
 	yes, no := true, false
@@ -447,7 +456,7 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 // callFailed says what a failed tools/call means for the gate.
 func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
+	if errors.As(err, &werr) && !localWireError(werr) {
 		switch werr.Code {
 		case CodeInFlight:
 			observe(ctx, attempt.Observation{Outcome: attempt.InFlight, Detail: werr.Message})
@@ -457,12 +466,24 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 			observe(ctx, attempt.Observation{Outcome: attempt.Conflict, Detail: werr.Message})
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server holds this "+
 				"key for other arguments: %s", t.activity, werr.Message), "McpConflict", nil)
+		case CodeOutcomeUnknown:
+			observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: werr.Message})
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server did not run "+
+				"the call again: an earlier call with this key failed after the tool may have acted: %s. Next step: find "+
+				"out from the server's owner whether the tool acted, then settle the key (`idemgate resolve`)",
+				t.activity, werr.Message), "McpOutcomeUnknown", nil)
 		}
-		// The server answered with a protocol error (unknown tool, invalid params):
-		// it did not run the tool.
-		observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: werr.Message})
-		return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server refused the call: %s",
-			t.activity, werr.Message), "McpRefused")
+		if notRun(werr) {
+			// The server refused the call before any tool handler ran.
+			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: werr.Message})
+			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server refused the call before "+
+				"running the tool: %s", t.activity, werr.Message), "McpRefused")
+		}
+		// Any other protocol error may come after the handler ran (a handler's own
+		// error, an output that failed its schema, a server-defined code): unknown.
+		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: fmt.Sprintf("protocol error %d: %s", werr.Code, werr.Message)})
+		return fmt.Errorf("idemgate/mcptools: %s: server %s answered with error %d: %w (the tool may have acted before "+
+			"it failed: the outcome is unknown)", t.activity, b.server, werr.Code, err)
 	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: err.Error()})
@@ -472,6 +493,48 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 	return fmt.Errorf("idemgate/mcptools: %s: no answer from server %s: %w (the call may have reached it: the outcome is unknown)",
 		t.activity, b.server, err)
 }
+
+// notRun reports whether a JSON-RPC error answer to tools/call proves that no tool
+// handler ran: a parse error, an invalid request, an unknown method, or an invalid-
+// params refusal of the kind the SDKs raise before dispatch (an unknown tool, an
+// invalid _meta). Anything else may come after a handler ran and is an unknown
+// outcome: -32603 and code 0 (a handler's error, an output that failed its schema),
+// server-defined codes, and -32602 with any other message, since a go-sdk handler
+// may return a *jsonrpc.Error with any code after it acted. Dedup reads errors by the
+// same rule.
+func notRun(werr *jsonrpc.Error) bool {
+	if werr == nil || localWireError(werr) {
+		return false
+	}
+	switch werr.Code {
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound:
+		return true
+	case jsonrpc.CodeInvalidParams:
+		m := werr.Message
+		return strings.HasPrefix(m, "unknown tool ") || // go-sdk's Server, before dispatch
+			strings.HasPrefix(m, "tool '") && strings.HasSuffix(m, "not found: tool not found") || // mcp-go's
+			strings.HasPrefix(m, "invalid _meta field ") || strings.HasPrefix(m, "missing or invalid _meta field ")
+	}
+	return false
+}
+
+// localSentinels are the go-sdk's own parse-error and invalid-request values. A
+// client whose connection cannot read the server's answer (an id of the wrong type,
+// a response without one) retires every pending call with one of them: made on this
+// side, after the request left, they prove nothing about the tool.
+var localSentinels = func() []*jsonrpc.Error {
+	var out []*jsonrpc.Error
+	var w *jsonrpc.Error
+	if _, err := jsonrpc.MakeID(true); errors.As(err, &w) {
+		out = append(out, w)
+	}
+	if _, err := jsonrpc.DecodeMessage([]byte(`{"jsonrpc":"2.0"}`)); errors.As(err, &w) {
+		out = append(out, w)
+	}
+	return out
+}()
+
+func localWireError(w *jsonrpc.Error) bool { return slices.Contains(localSentinels, w) }
 
 func texts(cs []mcp.Content) string {
 	if len(cs) == 1 { // the common case, without a slice to join
