@@ -8,6 +8,7 @@
 package mcptools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -357,7 +358,7 @@ type Registry interface {
 func (b *Bridge) Register(r Registry) {
 	for _, n := range b.Names() {
 		t := b.tools[n]
-		r.RegisterActivityWithOptions(func(ctx context.Context, args map[string]any) (*Result, error) {
+		r.RegisterActivityWithOptions(func(ctx context.Context, args toolArgs) (*Result, error) {
 			return b.call(ctx, t, args)
 		}, activity.RegisterOptions{Name: n})
 	}
@@ -399,7 +400,72 @@ func (t *tool) check(args map[string]any) error {
 	if args == nil {
 		args = map[string]any{}
 	}
+	if hasNumber(args) { // the schema validator reads json.Number as a string
+		args = floats(args).(map[string]any)
+	}
 	return t.schema.Validate(args)
+}
+
+// toolArgs are a tool activity's arguments as Temporal decodes them: numbers stay as
+// written (json.Number), never passing through float64, so an account number
+// 12345678901234567 reaches the tool, and the gate's argument hash, unchanged
+// (through float64 it would become 12345678901234568).
+type toolArgs map[string]any
+
+func (a *toolArgs) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return err
+	}
+	*a = m
+	return nil
+}
+
+func hasNumber(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if hasNumber(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasNumber(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// floats is a copy of v with its json.Numbers as float64, for schema validation
+// only (a number out of float64's range stays a json.Number, which fails a numeric
+// type check).
+func floats(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if f, err := x.Float64(); err == nil {
+			return f
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = floats(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = floats(e)
+		}
+		return out
+	}
+	return v
 }
 
 func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Result, error) {

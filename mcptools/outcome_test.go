@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
@@ -472,4 +478,65 @@ func TestEmptyAnnotationsClaimNothing(t *testing.T) {
 	}
 	peerTransports(t, p, check)
 	t.Run("go-sdk", func(t *testing.T) { check(t, g.inMemory(t)) })
+}
+
+// keyedCall calls one tool activity under a business key with arguments as JSON, as
+// the agent loop passes a planner's step.
+func keyedCall(ctx workflow.Context, activity, key string, args json.RawMessage) (*mcptools.Result, error) {
+	ctx = workflow.WithActivityOptions(interceptor.WithKey(ctx, key), workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
+	var r mcptools.Result
+	err := workflow.ExecuteActivity(ctx, activity, args).Get(ctx, &r)
+	return &r, err
+}
+
+// TestToolArgumentsStayExact: a tool activity's arguments reach the tool exactly as
+// the workflow wrote them (12345678901234567 is not 12345678901234568 through
+// float64), and the gate compares them exactly: the same business key with the other
+// account is a conflict, not the first call's stored result.
+func TestToolArgumentsStayExact(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	schema := &jsonschema.Schema{Type: "object", Required: []string{"to_account"},
+		Properties: map[string]*jsonschema.Schema{"to_account": {Type: "integer"}, "amount": {Type: "integer"}}}
+	s := newTestServer(t, nil, toolSpec{name: "send_payment", schema: schema,
+		handle: func(_ context.Context, req *mcp.CallToolRequest, _ int) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			seen = append(seen, string(req.Params.Arguments))
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil
+		}})
+	b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Session().Close()
+	o := interceptor.Options{Store: memory.New()}
+	b.Apply(&o)
+	gate, err := interceptor.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(id, account string) error {
+		env := quietSuite().NewTestWorkflowEnvironment()
+		env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+		env.RegisterWorkflowWithOptions(keyedCall, workflow.RegisterOptions{Name: "keyed"})
+		b.Register(env)
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id, TaskQueue: "q"})
+		env.ExecuteWorkflow("keyed", "mcp.pay.send_payment", "order-4217/payment",
+			json.RawMessage(`{"to_account":`+account+`,"amount":5}`))
+		return env.GetWorkflowError()
+	}
+	if err := run("first", "12345678901234567"); err != nil {
+		t.Fatal(err)
+	}
+	err = run("second", "12345678901234568")
+	if err == nil || !strings.Contains(err.Error(), interceptor.ErrTypeConflict) {
+		t.Errorf("the same business key with another account: %v; want %s", err, interceptor.ErrTypeConflict)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || !strings.Contains(seen[0], `"to_account":12345678901234567`) {
+		t.Errorf("the tool saw %q; want one call with to_account 12345678901234567", seen)
+	}
 }
