@@ -5,6 +5,22 @@
 // idempotency key in the request's _meta under MetaKey, and reports to the gate
 // whether a failed call may have acted. Dedup is the server side: middleware for MCP
 // servers built with the same SDK that answers a repeated key from its store.
+//
+// # What counts as not performed
+//
+// A failed call is definite (the gate may send it again) only with proof that the tool
+// did nothing: a result with isError and MetaNotPerformed, or a JSON-RPC error that no
+// tool handler can have raised — parse error, invalid request, method not found, and
+// the invalid-params refusals both SDKs make before dispatch (an unknown tool, an
+// invalid _meta). Everything else is an unknown outcome, because it may come after the
+// handler ran: -32603 (mcp-go's code for a handler's error), code 0 (the go-sdk's), an
+// output that failed its output schema (the go-sdk checks it after the handler), a
+// -32602 or any code a go-sdk handler returns itself, server-defined codes, the
+// go-sdk client's -32005 for an HTTP 5xx or 429, and the parse-error and
+// invalid-request values the client makes itself when it cannot read an answer.
+//
+// Tool activities decode their arguments with numbers as written (json.Number), so a
+// long account number reaches the tool, and the gate's comparison, unrounded.
 package mcptools
 
 import (
