@@ -16,8 +16,9 @@
 // handler ran: -32603 (mcp-go's code for a handler's error), code 0 (the go-sdk's), an
 // output that failed its output schema (the go-sdk checks it after the handler), a
 // -32602 or any code a go-sdk handler returns itself, server-defined codes, the
-// go-sdk client's -32005 for an HTTP 5xx or 429, and the parse-error and
-// invalid-request values the client makes itself when it cannot read an answer.
+// go-sdk client's -32005 for an HTTP 5xx, and the parse-error and invalid-request
+// values the client makes itself when it cannot read an answer. An HTTP 429 (a rate
+// limiter in front of the server) is not performed, as idemhttp reads a 4xx.
 //
 // Tool activities decode their arguments with numbers as written (json.Number), so a
 // long account number reaches the tool, and the gate's comparison, unrounded.
@@ -31,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -555,6 +557,14 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 				"out from the server's owner whether the tool acted, then settle the key (`idemgate resolve`)",
 				t.activity, werr.Message), "McpOutcomeUnknown", nil)
 		}
+		if werr.Code == codeRejectedByTransport && strings.HasSuffix(err.Error(), ": "+http.StatusText(http.StatusTooManyRequests)) {
+			// The go-sdk's streamable client wraps an HTTP 429 (and 5xx, which stay
+			// unknown) this way: a rate limit answered before the server took the call,
+			// a 4xx as idemhttp reads one.
+			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Status: http.StatusTooManyRequests, Detail: "429 Too Many Requests"})
+			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s answered 429 Too Many "+
+				"Requests: the call was not taken", t.activity, b.server), "McpRefused")
+		}
 		if notRun(werr) {
 			// The server refused the call before any tool handler ran.
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: werr.Message})
@@ -599,6 +609,10 @@ func notRun(werr *jsonrpc.Error) bool {
 	}
 	return false
 }
+
+// codeRejectedByTransport is the go-sdk client's code for a request its transport
+// could not deliver or got an HTTP error status for (jsonrpc2.ErrRejected).
+const codeRejectedByTransport = -32005
 
 // localSentinels are the go-sdk's own parse-error and invalid-request values. A
 // client whose connection cannot read the server's answer (an id of the wrong type,

@@ -1,10 +1,12 @@
 package mcptools_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -538,5 +540,42 @@ func TestToolArgumentsStayExact(t *testing.T) {
 	defer mu.Unlock()
 	if len(seen) != 1 || !strings.Contains(seen[0], `"to_account":12345678901234567`) {
 		t.Errorf("the tool saw %q; want one call with to_account 12345678901234567", seen)
+	}
+}
+
+// TestRateLimitedBeforeTheServer: a rate limiter in front of a streamable HTTP server
+// answers tools/call with 429 before the server sees it: not performed (as idemhttp
+// reads a 4xx), so the gate's retry sends it. A 5xx from the same place may come after
+// the tool ran: unknown.
+func TestRateLimitedBeforeTheServer(t *testing.T) {
+	s := newTestServer(t, nil, toolSpec{name: "send_payment"})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil)
+	for _, c := range []struct {
+		status int
+		want   attempt.Outcome
+	}{{http.StatusTooManyRequests, attempt.Rejected}, {http.StatusServiceUnavailable, attempt.Unknown},
+		{http.StatusBadGateway, attempt.Unknown}} {
+		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost {
+					body, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(bytes.NewReader(body))
+					if bytes.Contains(body, []byte(`"tools/call"`)) {
+						http.Error(w, http.StatusText(c.status), c.status)
+						return
+					}
+				}
+				mcpHandler.ServeHTTP(w, r)
+			}))
+			t.Cleanup(hs.Close)
+			b, err := mcptools.Dial(context.Background(), "pay", &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, mcptools.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Session().Close()
+			if got, err := observed(t, b, "mcp.pay.send_payment"); got != c.want {
+				t.Errorf("HTTP %d: outcome %s, want %s (error: %v)", c.status, got, c.want, err)
+			}
+		})
 	}
 }
