@@ -292,7 +292,7 @@ func (b *Bridge) Names() []string {
 }
 
 // Hints returns the tools' annotations as interceptor Hints, by activity name (tools
-// without annotations are left out).
+// whose annotations claim nothing, see HintsOf, are left out).
 func (b *Bridge) Hints() map[string]interceptor.Hints {
 	m := map[string]interceptor.Hints{}
 	for n, t := range b.tools {
@@ -574,8 +574,9 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 		// Any other protocol error may come after the handler ran (a handler's own
 		// error, an output that failed its schema, a server-defined code): unknown.
 		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: fmt.Sprintf("protocol error %d: %s", werr.Code, werr.Message)})
-		return fmt.Errorf("idemgate/mcptools: %s: server %s answered with error %d: %w (the tool may have acted before "+
-			"it failed: the outcome is unknown)", t.activity, b.server, werr.Code, err)
+		return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s answered with error %d: %v "+
+			"(the tool may have acted before it failed: the outcome is unknown)", t.activity, b.server, werr.Code, err),
+			"McpToolError")
 	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: err.Error()})
