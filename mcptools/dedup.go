@@ -127,14 +127,16 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			switch {
 			case !same:
 				return nil, &jsonrpc.Error{Code: CodeConflict, Message: fmt.Sprintf("idempotency key %s was used for "+
-					"tool %s with other arguments; this call was not run", key, p.Name)}
+					"tool %s with other arguments; this call was not run. Next step: repeat the original arguments, or give "+
+					"this call its own key", key, p.Name)}
 			case state == dedupRunning:
 				return nil, &jsonrpc.Error{Code: CodeInFlight, Message: fmt.Sprintf("idempotency key %s: tool %s is "+
 					"still running with it; not run twice", key, p.Name)}
 			case state == dedupUnknown:
 				return nil, &jsonrpc.Error{Code: CodeOutcomeUnknown, Message: fmt.Sprintf("idempotency key %s: an "+
 					"earlier call of tool %s with it failed after the tool may have acted (%s); not run again with "+
-					"this key", key, p.Name, failure)}
+					"this key. Next step: find out whether the tool acted, then settle the key on the caller's side", key, p.Name,
+					failure)}
 			}
 			return replay, nil
 		}
