@@ -203,3 +203,22 @@ func TestLocalSentinels(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupCancelledBeforeStart: a keyed call whose caller gave up before it started
+// is not run and not remembered, so the next call with the key runs.
+func TestDedupCancelledBeforeStart(t *testing.T) {
+	d := NewDedup(time.Hour)
+	runs := 0
+	h := d.Middleware(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+		runs++
+		return &mcp.CallToolResult{}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h(ctx, "tools/call", callReq("k1", `{}`)); !errors.Is(err, context.Canceled) || runs != 0 {
+		t.Fatalf("cancelled before start: err %v, %d runs; want context.Canceled, not run", err, runs)
+	}
+	if _, err := h(context.Background(), "tools/call", callReq("k1", `{}`)); err != nil || runs != 1 {
+		t.Fatalf("next call with the key: err %v, %d runs; want it run", err, runs)
+	}
+}
