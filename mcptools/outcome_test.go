@@ -448,6 +448,8 @@ func TestEmptyAnnotationsClaimNothing(t *testing.T) {
 		peerTool{tool: mgo.Tool{Name: "get_beta", InputSchema: input, Annotations: mgo.ToolAnnotation{Title: "Beta", OpenWorldHint: mgo.ToBoolPtr(true)}}},
 		peerTool{tool: mgo.Tool{Name: "get_gamma", InputSchema: input, Annotations: mgo.ToolAnnotation{DestructiveHint: mgo.ToBoolPtr(true)}}},
 		peerTool{tool: mgo.Tool{Name: "frobnicate", InputSchema: input}},
+		// mcp-go's NewTool writes every hint out, destructiveHint true included: a claim.
+		peerTool{tool: mgo.NewTool("get_zeta")},
 	)
 	g := newTestServer(t, nil,
 		toolSpec{name: "get_delta", ann: &mcp.ToolAnnotations{Title: "Delta"}},
@@ -460,6 +462,7 @@ func TestEmptyAnnotationsClaimNothing(t *testing.T) {
 		"get_beta":    {interceptor.Read, interceptor.SourceVerb},
 		"get_gamma":   {interceptor.Destructive, interceptor.SourceHint},
 		"frobnicate":  {interceptor.Destructive, interceptor.SourceNone},
+		"get_zeta":    {interceptor.Destructive, interceptor.SourceHint},
 		"get_delta":   {interceptor.Read, interceptor.SourceVerb},
 		"get_epsilon": {interceptor.Read, interceptor.SourceVerb},
 	}
