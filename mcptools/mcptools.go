@@ -594,7 +594,9 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 // outcome: -32603 and code 0 (a handler's error, an output that failed its schema),
 // server-defined codes, and -32602 with any other message, since a go-sdk handler
 // may return a *jsonrpc.Error with any code after it acted. Dedup reads errors by the
-// same rule.
+// same rule. The codes are read as the SDKs use them: a handler that returns a parse
+// error, an invalid request or an unknown method itself after acting, or forges an
+// SDK's unknown-tool message, is read as not having run.
 func notRun(werr *jsonrpc.Error) bool {
 	if werr == nil || localWireError(werr) {
 		return false
