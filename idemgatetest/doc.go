@@ -41,9 +41,10 @@
 // # Activity tests
 //
 // NewActivityEnvironment gives a TestActivityEnvironment the gate and a key, which
-// no workflow mints there: by default one derived from the environment and the
-// activity ID (each ExecuteActivity is a new write); a test that wants to repeat
-// one write sets its own with env.SetHeader(KeyHeader("order-4217/charge")).
+// no workflow mints there: by default one per call (each ExecuteActivity or
+// ExecuteLocalActivity is a new write, whatever other header fields the test set
+// for its context propagators); a test that wants to repeat one write sets its own
+// with env.SetHeader(KeyHeader("order-4217/charge")).
 //
 // The kit's clock (Now) starts at the real time and jumps forward when an
 // injected crash needs its lease to pass; it is the gate's clock too.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,8 +182,9 @@ func (k *Kit) nextEnv() int {
 
 // NewActivityEnvironment returns an activity test environment whose worker runs
 // the gate, with a key for every call: the one in the header the test set
-// (env.SetHeader(KeyHeader(...))), else one derived from this environment and the
-// activity ID, so each ExecuteActivity is a write of its own.
+// (env.SetHeader(KeyHeader(...))), else one of the call's own, so each
+// ExecuteActivity and ExecuteLocalActivity is a write of its own, also when the
+// test set a header of its own (for a context propagator).
 func (k *Kit) NewActivityEnvironment() *testsuite.TestActivityEnvironment {
 	n := k.nextEnv()
 	env := k.suite.NewTestActivityEnvironment()
@@ -343,27 +345,49 @@ func (a *bodyInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.Ex
 	return res, err
 }
 
-// keyer sits before the gate in an activity environment and gives each call a key.
+// keyer sits before the gate in an activity environment and gives each call a key
+// of its own: a counter per environment, not the activity ID, which the testsuite
+// gives every local activity alike ("test-local-activity").
 type keyer struct {
 	sdkinterceptor.WorkerInterceptorBase
-	env int
+	env   int
+	calls atomic.Int64
 }
 
 func (k *keyer) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
-	a := &keyerInbound{env: k.env}
+	a := &keyerInbound{k: k}
 	a.Next = next
 	return a
 }
 
 type keyerInbound struct {
 	sdkinterceptor.ActivityInboundInterceptorBase
-	env int
+	k *keyer
 }
 
+// ExecuteActivity writes the call's key into the header unless the test set one
+// (KeyHeader), and takes it out again when the call returns: the testsuite hands
+// every call the very header the test gave SetHeader (for a context propagator,
+// say), so a key left in it would make every later call the first one again.
 func (a *keyerInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
-	key := "idemgatetest/env-" + strconv.Itoa(a.env) + "/activity-" + activity.GetInfo(ctx).ActivityID
-	if _, err := interceptor.SetTestKey(sdkinterceptor.Header(ctx), key); err != nil {
+	key := "idemgatetest/env-" + strconv.Itoa(a.k.env) + "/call-" + strconv.FormatInt(a.k.calls.Add(1), 10)
+	fields := sdkinterceptor.Header(ctx)
+	before := make(map[string]bool, len(fields))
+	for name := range fields {
+		before[name] = true
+	}
+	added, err := interceptor.SetTestKey(fields, key)
+	if err != nil {
 		return nil, err
+	}
+	if added {
+		defer func() {
+			for name := range fields {
+				if !before[name] {
+					delete(fields, name)
+				}
+			}
+		}()
 	}
 	return a.Next.ExecuteActivity(ctx, in)
 }
