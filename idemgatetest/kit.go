@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,15 @@ type Kit struct {
 	runs      map[string]int
 	calls     map[string]int
 	envs      int
+	// seen holds the activities (attemptKey) that reached the kit's first
+	// interceptor and whose completion the environment has not reported yet.
+	seen map[string]bool
+	// reached holds the activity and tool names that reached the kit's interceptors.
+	reached map[string]bool
+	// named holds the activity names the test gave the kit, with the method.
+	named map[string]string
+	// envValues are the environments the kit made, for their registered activities.
+	envValues []reflect.Value
 }
 
 type kind int
@@ -54,6 +65,17 @@ const (
 	resolvedAsSent
 	storeDown
 )
+
+func (kd kind) String() string {
+	switch kd {
+	case crashAfterVendor:
+		return "CrashAfterVendor"
+	case resolvedAsSent:
+		return "ResolvedAsSent"
+	default:
+		return "StoreDown"
+	}
+}
 
 type injection struct {
 	kind   kind
@@ -91,7 +113,7 @@ func New(tb testing.TB, opts ...Option) *Kit {
 		o(&cfg)
 	}
 	k := &Kit{Store: memory.New(), tb: tb, pending: map[string]*injection{}, crashed: map[string]*injection{},
-		runs: map[string]int{}, calls: map[string]int{}}
+		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}}
 	o := cfg.opts
 	base, user := o.Now, o.Observer
 	if base == nil {
@@ -128,6 +150,9 @@ func New(tb testing.TB, opts ...Option) *Kit {
 	if cfg.metrics != nil {
 		k.suite.SetMetricsHandler(cfg.metrics)
 	}
+	if tb != nil {
+		tb.Cleanup(k.check)
+	}
 	return k
 }
 
@@ -152,9 +177,32 @@ func (k *Kit) Now() time.Time { return k.opts.Now() }
 
 // Interceptors are the worker interceptors the kit installs, in order: add them
 // to worker.Options.Interceptors (after Temporal's tracing interceptor, if any)
-// when a test sets its own worker options.
+// when a test sets its own worker options, or use WorkerOptions.
 func (k *Kit) Interceptors() []sdkinterceptor.WorkerInterceptor {
-	return []sdkinterceptor.WorkerInterceptor{k.gate, &bodyCounter{k: k}}
+	return []sdkinterceptor.WorkerInterceptor{&entry{k: k}, k.gate, &bodyCounter{k: k}}
+}
+
+// DeadlockDetectionTimeout is the workflow deadlock detection timeout the kit's
+// worker options give a test that sets none. The SDK's default (1 s of wall
+// clock) fails a workflow task that a busy machine merely did not schedule for a
+// second (TMPRL1101); a workflow that really blocks still fails, later.
+const DeadlockDetectionTimeout = time.Minute
+
+// TestTimeout is the idle timeout (wall clock) of the kit's workflow
+// environments, instead of the testsuite's 3 s, for the same reason.
+const TestTimeout = 5 * time.Minute
+
+// WorkerOptions returns o with the kit's interceptors after o's own, and
+// DeadlockDetectionTimeout when o sets none: a test that sets its own worker
+// options on an environment of the kit calls env.SetWorkerOptions(k.WorkerOptions(o)).
+// env.SetWorkerOptions(o) alone replaces the kit's interceptors, and the kit fails
+// the test at the first activity that completes without the gate.
+func (k *Kit) WorkerOptions(o worker.Options) worker.Options {
+	o.Interceptors = append(slices.Clone(o.Interceptors), k.Interceptors()...)
+	if o.DeadlockDetectionTimeout == 0 {
+		o.DeadlockDetectionTimeout = DeadlockDetectionTimeout
+	}
+	return o
 }
 
 // NewWorkflowEnvironment returns a workflow test environment whose worker runs
@@ -168,8 +216,13 @@ func (k *Kit) Interceptors() []sdkinterceptor.WorkerInterceptor {
 // (env.SetStartWorkflowOptions) chooses the ID itself.
 func (k *Kit) NewWorkflowEnvironment() *testsuite.TestWorkflowEnvironment {
 	env := k.suite.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: k.Interceptors()})
+	env.SetWorkerOptions(k.WorkerOptions(worker.Options{}))
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "idemgatetest-" + strconv.Itoa(k.nextEnv()), TaskQueue: "idemgatetest"})
+	env.SetTestTimeout(TestTimeout)
+	k.watch(env)
+	k.mu.Lock()
+	k.envValues = append(k.envValues, reflect.ValueOf(env))
+	k.mu.Unlock()
 	return env
 }
 
@@ -190,6 +243,10 @@ func (k *Kit) NewActivityEnvironment() *testsuite.TestActivityEnvironment {
 	env := k.suite.NewTestActivityEnvironment()
 	env.SetWorkerOptions(worker.Options{Interceptors: append(
 		[]sdkinterceptor.WorkerInterceptor{&keyer{env: n}}, k.Interceptors()...)})
+	env.SetTestTimeout(TestTimeout)
+	k.mu.Lock()
+	k.envValues = append(k.envValues, reflect.ValueOf(env))
+	k.mu.Unlock()
 	return env
 }
 
@@ -228,6 +285,18 @@ func (k *Kit) inject(activity string, in *injection) {
 	k.mu.Unlock()
 }
 
+// name records that the test named activity in method, for the check at the end.
+func (k *Kit) name(method, activity string) {
+	if activity == "" {
+		return
+	}
+	k.mu.Lock()
+	if _, ok := k.named[activity]; !ok {
+		k.named[activity] = method
+	}
+	k.mu.Unlock()
+}
+
 // take removes and returns the pending injection of activity if it is one of kinds.
 func (k *Kit) take(activity string, kinds ...kind) *injection {
 	k.mu.Lock()
@@ -247,6 +316,7 @@ func (k *Kit) take(activity string, kinds ...kind) *injection {
 
 // Pause pauses the writes of activity, as `idemgate pause --activity` does, until Resume.
 func (k *Kit) Pause(activity, reason string) {
+	k.name("Pause", activity)
 	p := store.Pause{Activity: activity, Actor: "idemgatetest", Reason: reason, Time: k.Now()}
 	if err := k.Store.Pause(context.Background(), p); err != nil {
 		k.fatal(fmt.Errorf("idemgate/idemgatetest: pause %s: %w", activity, err))
@@ -255,6 +325,7 @@ func (k *Kit) Pause(activity, reason string) {
 
 // Resume lifts the pause of activity.
 func (k *Kit) Resume(activity string) {
+	k.name("Resume", activity)
 	p := store.Pause{Activity: activity, Actor: "idemgatetest", Reason: "resumed by the test", Time: k.Now()}
 	if err := k.Store.Resume(context.Background(), p); err != nil {
 		k.fatal(fmt.Errorf("idemgate/idemgatetest: resume %s: %w", activity, err))
@@ -263,6 +334,7 @@ func (k *Kit) Resume(activity string) {
 
 // Decisions lists the gate's decisions for activity ("" for every activity), in order.
 func (k *Kit) Decisions(activity string) []interceptor.Decision {
+	k.name("Decisions", activity)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out []interceptor.Decision
@@ -276,6 +348,7 @@ func (k *Kit) Decisions(activity string) []interceptor.Decision {
 
 // Receipts lists the receipts stored for activity ("" for every activity), oldest first.
 func (k *Kit) Receipts(activity string) []store.Receipt {
+	k.name("Receipts", activity)
 	rs, err := k.Store.Receipts(context.Background(), store.ReceiptFilter{Activity: activity})
 	if err != nil {
 		k.fatal(fmt.Errorf("idemgate/idemgatetest: receipts of %s: %w", activity, err))
@@ -285,6 +358,7 @@ func (k *Kit) Receipts(activity string) []store.Receipt {
 
 // BodyRuns is how often the body of activity ran.
 func (k *Kit) BodyRuns(activity string) int {
+	k.name("BodyRuns", activity)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.runs[activity]
@@ -293,6 +367,7 @@ func (k *Kit) BodyRuns(activity string) int {
 // VendorCalls is how many outgoing calls of activity's bodies through idemhttp
 // may have reached a vendor: all but those certainly not sent.
 func (k *Kit) VendorCalls(activity string) int {
+	k.name("VendorCalls", activity)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.calls[activity]
@@ -321,9 +396,16 @@ type bodyInbound struct {
 
 func (a *bodyInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
 	name := activity.GetInfo(ctx).ActivityType.Name
-	inj := a.k.take(name, crashAfterVendor, resolvedAsSent)
-	res, err := a.Next.ExecuteActivity(ctx, in)
 	st, gated := attempt.FromContext(ctx)
+	tool := name // a generic tool activity's tool (Options.ToolNames), as the gate names it
+	if gated && st.Activity != "" {
+		tool = st.Activity
+	}
+	inj := a.k.take(tool, crashAfterVendor, resolvedAsSent)
+	if inj == nil && tool != name {
+		inj = a.k.take(name, crashAfterVendor, resolvedAsSent)
+	}
+	res, err := a.Next.ExecuteActivity(ctx, in)
 	sent := 0
 	if gated {
 		for _, o := range st.Observations() {
@@ -335,6 +417,11 @@ func (a *bodyInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.Ex
 	a.k.mu.Lock()
 	a.k.runs[name]++
 	a.k.calls[name] += sent
+	if tool != name {
+		a.k.runs[tool]++
+		a.k.calls[tool] += sent
+		a.k.reached[tool] = true
+	}
 	if inj != nil && gated && st.Key != "" {
 		a.k.crashed[st.Key] = inj
 	}
@@ -343,6 +430,32 @@ func (a *bodyInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.Ex
 		return nil, ErrWorkerDied
 	}
 	return res, err
+}
+
+// entry is the kit's first interceptor: what reaches it reaches the gate.
+type entry struct {
+	sdkinterceptor.WorkerInterceptorBase
+	k *Kit
+}
+
+func (e *entry) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	a := &entryInbound{k: e.k}
+	a.Next = next
+	return a
+}
+
+type entryInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	k *Kit
+}
+
+func (a *entryInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	a.k.mu.Lock()
+	a.k.seen[attemptKey(info.IsLocalActivity, &info)] = true
+	a.k.reached[info.ActivityType.Name] = true
+	a.k.mu.Unlock()
+	return a.Next.ExecuteActivity(ctx, in)
 }
 
 // keyer sits before the gate in an activity environment and gives each call a key

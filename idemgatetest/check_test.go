@@ -1,0 +1,196 @@
+package idemgatetest_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemgate/idemgate/activities"
+	"github.com/idemgate/idemgate/idemgatetest"
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/store"
+)
+
+// has reports whether one of errs contains every one of parts.
+func has(errs []string, parts ...string) bool {
+	for _, e := range errs {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(e, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// An injection that names no registered activity would do nothing, and the test
+// would pass on a premise that never held: the kit fails it, naming the injection
+// and the activities there are. The same for one that names an activity that never
+// reaches the gate after it, and for a read-back of a name nothing has.
+func TestInjectionThatDoesNothingFails(t *testing.T) {
+	w, _ := world(t)
+	r := newRecorder(t)
+	k := idemgatetest.New(r, idemgatetest.WithOptions(activities.GateOptions(nil)))
+	k.CrashAfterVendor("ChargeCards") // a typo: the activity is ChargeCard
+	k.StoreDown("SendEmail")          // registered, but the job sends no e-mail
+	if res, err := runAgent(k, w, charge); err != nil || res.Stopped != "done" {
+		t.Fatalf("job: %v %+v", err, res)
+	}
+	if n := k.BodyRuns("SendMail"); n != 0 { // another typo: the activity is SendEmail
+		t.Fatalf("BodyRuns(SendMail) = %d", n)
+	}
+	errs := r.finish()
+	if !has(errs, `CrashAfterVendor("ChargeCards") did nothing`, "ChargeCard, ", "SendEmail", "Next step") {
+		t.Errorf("no failure names the injection and the registered activities: %q", errs)
+	}
+	if !has(errs, `StoreDown("SendEmail") did nothing`, "no call of SendEmail reached the gate") {
+		t.Errorf("no failure for the injection that never applied: %q", errs)
+	}
+	if !has(errs, `BodyRuns("SendMail")`, "neither registered nor reached the gate") {
+		t.Errorf("no failure for the read-back of an unknown name: %q", errs)
+	}
+	if len(errs) != 3 {
+		t.Errorf("want 3 failures, got %q", errs)
+	}
+
+	// A test whose injections all applied has nothing reported.
+	r = newRecorder(t)
+	k = idemgatetest.New(r, idemgatetest.WithOptions(activities.GateOptions(nil)))
+	k.StoreDown("ChargeCard")
+	if res, err := runAgent(k, w, charge); err != nil || res.Stopped != "done" {
+		t.Fatalf("job: %v %+v", err, res)
+	}
+	k.BodyRuns("ChargeCard")
+	if errs := r.finish(); len(errs) != 0 {
+		t.Fatalf("failures for a sound test: %q", errs)
+	}
+}
+
+// toolCall is the argument of a generic tool-calling activity.
+type toolCall struct {
+	Tool    string `json:"tool"`
+	Contact string `json:"contact"`
+}
+
+type crm struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (c *crm) CallTool(_ context.Context, in toolCall) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs[in.Tool]++
+	return in.Tool + " " + in.Contact, nil
+}
+
+func toolWorkflow(ctx workflow.Context) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1, MaximumAttempts: 2}})
+	if err := workflow.ExecuteActivity(ctx, "CallTool", toolCall{Tool: "get_contact", Contact: "c1"}).Get(ctx, nil); err != nil {
+		return err
+	}
+	return workflow.ExecuteActivity(ctx, "CallTool", toolCall{Tool: "delete_contact", Contact: "c1"}).Get(ctx, nil)
+}
+
+// An injection can target one tool of a generic tool-calling activity
+// (Options.ToolNames), by the name the gate gives it: the other tools' calls are
+// untouched.
+func TestInjectionTargetsOneTool(t *testing.T) {
+	c := &crm{runs: map[string]int{}}
+	k := idemgatetest.New(t, idemgatetest.WithOptions(interceptor.Options{
+		ToolNames: map[string]interceptor.ToolName{"CallTool": {Prefix: "crm.", Fields: []string{"tool"}}}}))
+	k.CrashAfterVendor("crm.delete_contact")
+	env := k.NewWorkflowEnvironment()
+	env.RegisterWorkflow(toolWorkflow)
+	env.RegisterActivity(c)
+	env.ExecuteWorkflow(toolWorkflow)
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("the workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); interceptor.ErrorType(err) != interceptor.ErrTypeInFlight {
+		t.Fatalf("workflow error %v, want %s (the crashed delete refused)", err, interceptor.ErrTypeInFlight)
+	}
+	var got []string
+	for _, d := range k.Decisions("crm.delete_contact") {
+		got = append(got, d.Decision)
+	}
+	if want := []string{string(store.DecisionUnknown), string(store.DecisionRefusedInFlight)}; !equal(got, want) {
+		t.Fatalf("delete decisions %v, want %v", got, want)
+	}
+	if ds := k.Decisions("crm.get_contact"); len(ds) != 1 || ds[0].Decision != string(store.DecisionRan) {
+		t.Fatalf("get decisions %+v, want one ran", ds)
+	}
+	if c.runs["delete_contact"] != 1 || c.runs["get_contact"] != 1 || k.BodyRuns("crm.delete_contact") != 1 || k.BodyRuns("CallTool") != 2 {
+		t.Fatalf("runs %v, BodyRuns delete %d, CallTool %d; want 1 each, CallTool 2", c.runs, k.BodyRuns("crm.delete_contact"), k.BodyRuns("CallTool"))
+	}
+}
+
+// samples-go's fileprocessing test sets its own worker options after building the
+// environment, which drops the kit's interceptors: its activities then run without
+// the gate and the test passes with no decision. The kit fails such a test, and
+// WorkerOptions keeps the gate.
+func TestSetWorkerOptionsAfterTheKitIsDetected(t *testing.T) {
+	w, _ := world(t)
+	r := newRecorder(t)
+	k := idemgatetest.New(r)
+	env, _ := newAgentEnv(t, k, w)
+	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
+	if res := runIn(t, env, email); res.Stopped != "done" {
+		t.Fatalf("job: %+v", res)
+	}
+	errs := r.finish()
+	if len(k.Decisions("")) != 0 || !has(errs, "activity SendEmail", "completed without passing the gate", "env.SetWorkerOptions", "Next step") {
+		t.Fatalf("decisions %d, failures %q; want none and one naming SendEmail", len(k.Decisions("")), errs)
+	}
+
+	r = newRecorder(t)
+	k = idemgatetest.New(r)
+	env, _ = newAgentEnv(t, k, w)
+	env.SetWorkerOptions(k.WorkerOptions(worker.Options{EnableSessionWorker: true}))
+	if res := runIn(t, env, email); res.Stopped != "done" {
+		t.Fatalf("job: %+v", res)
+	}
+	if errs := r.finish(); len(errs) != 0 || len(k.Decisions("SendEmail")) != 1 {
+		t.Fatalf("with k.WorkerOptions: failures %q, decisions %+v", errs, k.Decisions(""))
+	}
+}
+
+// Activities mocked with plain values (OnActivity(...).Return(value)), as 8 of 13
+// samples-go tests do, go through the gate too: keys, classes, injections.
+func TestMockedActivitiesPassTheGate(t *testing.T) {
+	w, _ := world(t)
+	opts := activities.GateOptions(nil)
+	opts.VendorWindows = nil
+	k := idemgatetest.New(t, idemgatetest.WithOptions(opts))
+	k.CrashAfterVendor("SendEmail")
+	env, tools := newAgentEnv(t, k, w)
+	env.OnActivity(tools.SendEmail, mock.Anything, mock.Anything).Return(activities.EmailReceipt{MessageID: "mocked"}, nil)
+	env.OnActivity("ChargeCard", mock.Anything, mock.Anything).Return(activities.Charge{}, nil)
+	res := runIn(t, env, charge, email)
+	if len(res.Steps) != 2 || res.Steps[1].ErrorType != interceptor.ErrTypeInFlight {
+		t.Fatalf("the crashed, mocked e-mail was not refused: %+v", res)
+	}
+	var got []string
+	for _, d := range k.Decisions("SendEmail") {
+		got = append(got, d.Decision)
+	}
+	if want := []string{string(store.DecisionUnknown), string(store.DecisionRefusedInFlight)}; !equal(got, want) {
+		t.Fatalf("e-mail decisions %v, want %v", got, want)
+	}
+	if ds := k.Decisions("ChargeCard"); len(ds) != 1 || ds[0].Decision != string(store.DecisionRan) || ds[0].Effect != interceptor.Destructive {
+		t.Fatalf("charge decisions %+v, want one destructive ran", ds)
+	}
+	if k.BodyRuns("SendEmail") != 1 || w.Email.Total() != 0 || w.Payments.Total() != 0 {
+		t.Fatalf("mocked e-mail runs %d; sent %d, charged %d", k.BodyRuns("SendEmail"), w.Email.Total(), w.Payments.Total())
+	}
+}
