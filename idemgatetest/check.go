@@ -71,6 +71,9 @@ func (k *Kit) completed(env *testsuite.TestWorkflowEnvironment, local bool, info
 		why = "the environment's worker no longer runs the kit's interceptors: a test that calls env.SetWorkerOptions after Kit.NewWorkflowEnvironment replaces them. " +
 			"Next step: env.SetWorkerOptions(k.WorkerOptions(worker.Options{...})), which keeps them"
 	}
+	k.mu.Lock()
+	k.ungated[env] = true
+	k.mu.Unlock()
 	k.fail(fmt.Errorf("idemgate/idemgatetest: activity %s (ID %s, workflow %s) completed without passing the gate, so the gate decided nothing for it; %s",
 		name, info.ActivityID, info.WorkflowExecution.ID, why))
 }
@@ -239,9 +242,9 @@ func registeredNames(env reflect.Value) []string {
 // and every activity name the test gave the kit must be one the environments know.
 func (k *Kit) check() {
 	k.mu.Lock()
-	pending := make(map[string]*injection, len(k.pending))
-	for name, in := range k.pending {
-		pending[name] = in
+	pending := make(map[string][]*injection, len(k.pending))
+	for name, q := range k.pending {
+		pending[name] = slices.Clone(q)
 	}
 	named := make(map[string]string, len(k.named))
 	for name, use := range k.named {
@@ -277,14 +280,41 @@ func (k *Kit) check() {
 		}
 		return strings.Join(names, ", ")
 	}
+	for i, env := range envs {
+		k.mu.Lock()
+		reported := k.ungated[env.Interface()]
+		k.mu.Unlock()
+		if reported {
+			continue
+		}
+		if runs, ok := k.runsKit(env); ok && !runs {
+			k.fail(fmt.Errorf("idemgate/idemgatetest: %s (the kit's environment no. %d) no longer runs the kit's interceptors: "+
+				"the test called its SetWorkerOptions after the kit made it, which replaced them, and nothing it ran went through the gate. "+
+				"Next step: env.SetWorkerOptions(k.WorkerOptions(worker.Options{...})) in a workflow environment; "+
+				"in an activity environment, set no worker options of your own", env.Type().Elem().Name(), i+1))
+			continue
+		}
+		if wenv, ok := env.Interface().(*testsuite.TestWorkflowEnvironment); ok {
+			for _, name := range plainMocksCalled(wenv) {
+				k.fail(fmt.Errorf("idemgate/idemgatetest: activity %s was mocked with OnActivity(...).Return(value) and called without "+
+					"passing the gate: the test replaced the kit's activity-started listener (SetOnActivityStartedListener), "+
+					"through which the kit routes such mocks through the gate. Next step: return a function with the activity's "+
+					"signature from the mock, or leave the listener to the kit", name))
+			}
+		}
+	}
+
 	var names []string
 	for name := range pending {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		in := pending[name]
-		call := fmt.Sprintf("%s(%q)", in.kind, name)
+		var calls []string
+		for _, in := range pending[name] {
+			calls = append(calls, fmt.Sprintf("%s(%q)", in.kind, name))
+		}
+		call := strings.Join(calls, " and ")
 		if !known[name] {
 			k.fail(fmt.Errorf("idemgate/idemgatetest: %s did nothing: no activity or tool named %q is registered or reached the gate "+
 				"(registered and called: %s). Next step: name one of these; a generic tool activity's tool by the name the gate records "+
@@ -296,7 +326,7 @@ func (k *Kit) check() {
 	}
 	names = names[:0]
 	for name := range named {
-		if !known[name] && pending[name] == nil {
+		if !known[name] && len(pending[name]) == 0 {
 			names = append(names, name)
 		}
 	}
@@ -305,4 +335,46 @@ func (k *Kit) check() {
 		k.fail(fmt.Errorf("idemgate/idemgatetest: %s(%q) named an activity that is neither registered nor reached the gate "+
 			"(registered and called: %s); what it read or set says nothing. Next step: name one of these", named[name], name, list()))
 	}
+}
+
+// runsKit reports whether env's worker runs the kit's interceptors (ok false when
+// the testsuite's registry cannot be read).
+func (k *Kit) runsKit(env reflect.Value) (runs, ok bool) {
+	reg, err := registry(env)
+	if err != nil {
+		return false, false
+	}
+	f := reg.Elem().FieldByName("interceptors")
+	if !f.IsValid() || f.Kind() != reflect.Slice {
+		return false, false
+	}
+	f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+	for i := range f.Len() {
+		if e, isEntry := f.Index(i).Interface().(*entry); isEntry && e.k == k {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// plainMocksCalled lists the activities of env mocked with plain values that were
+// called: they skipped the gate.
+func plainMocksCalled(env *testsuite.TestWorkflowEnvironment) []string {
+	m, err := activityMock(env)
+	if err != nil {
+		return nil
+	}
+	plain := map[string]bool{}
+	for _, c := range expectedCalls(m) {
+		if r := c.ReturnArguments; len(r) > 0 && (r[0] == nil || reflect.TypeOf(r[0]).Kind() != reflect.Func) {
+			plain[c.Method] = true
+		}
+	}
+	var names []string
+	for _, c := range slices.Clone(m.Calls) {
+		if plain[c.Method] && !slices.Contains(names, c.Method) && !sdkActivities[c.Method] {
+			names = append(names, c.Method)
+		}
+	}
+	return names
 }

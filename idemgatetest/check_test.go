@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -192,5 +194,65 @@ func TestMockedActivitiesPassTheGate(t *testing.T) {
 	}
 	if k.BodyRuns("SendEmail") != 1 || w.Email.Total() != 0 || w.Payments.Total() != 0 {
 		t.Fatalf("mocked e-mail runs %d; sent %d, charged %d", k.BodyRuns("SendEmail"), w.Email.Total(), w.Payments.Total())
+	}
+}
+
+// The same in an activity test: worker options set after the kit made the
+// environment drop the gate, and the kit says so when the test ends.
+func TestActivityEnvironmentWorkerOptionsAfterTheKitIsDetected(t *testing.T) {
+	_, tools := world(t)
+	r := newRecorder(t)
+	k := idemgatetest.New(r)
+	env := k.NewActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{})
+	env.RegisterActivity(tools)
+	if _, err := env.ExecuteActivity(tools.SendEmail, mail); err != nil {
+		t.Fatal(err)
+	}
+	if errs := r.finish(); len(k.Decisions("")) != 0 || !has(errs, "TestActivityEnvironment", "no longer runs the kit's interceptors", "Next step") {
+		t.Fatalf("decisions %d, failures %q", len(k.Decisions("")), errs)
+	}
+}
+
+// A test that sets its own activity-started listener takes the kit's hook for
+// plain-value mocks away: the mock then skips the gate, and the kit says so.
+func TestPlainMockWithTheTestsListenerIsDetected(t *testing.T) {
+	w, _ := world(t)
+	r := newRecorder(t)
+	k := idemgatetest.New(r)
+	env, tools := newAgentEnv(t, k, w)
+	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) {})
+	env.SetOnActivityCompletedListener(func(*activity.Info, converter.EncodedValue, error) {})
+	env.OnActivity(tools.SendEmail, mock.Anything, mock.Anything).Return(activities.EmailReceipt{MessageID: "mocked"}, nil)
+	if res := runIn(t, env, email); res.Stopped != "done" {
+		t.Fatalf("job: %+v", res)
+	}
+	if errs := r.finish(); !has(errs, "activity SendEmail was mocked", "SetOnActivityStartedListener", "Next step") || len(errs) != 1 {
+		t.Fatalf("failures %q", errs)
+	}
+}
+
+// Two injections on one activity apply to its calls in order; the second does
+// not silently replace the first.
+func TestInjectionsOnOneActivityApplyInOrder(t *testing.T) {
+	w, _ := world(t)
+	r := newRecorder(t)
+	k := idemgatetest.New(r, idemgatetest.WithOptions(activities.GateOptions(nil)))
+	k.StoreDown("ChargeCard")
+	k.CrashAfterVendor("ChargeCard")
+	if res, err := runAgent(k, w, charge); err != nil || res.Stopped != "done" {
+		t.Fatalf("job: %v %+v", err, res)
+	}
+	var got []string
+	for _, d := range k.Decisions("ChargeCard") {
+		got = append(got, d.Decision)
+	}
+	// Attempt 1: the store is down; 2: the body charges and the worker dies; 3: the
+	// processor deduplicates on the key (GateOptions' window): one charge.
+	if want := []string{"refused-store-unavailable", string(store.DecisionUnknown), string(store.DecisionRan)}; !equal(got, want) {
+		t.Fatalf("decisions %v, want %v", got, want)
+	}
+	if errs := r.finish(); len(errs) != 0 || w.Payments.Total() != 1 {
+		t.Fatalf("failures %q, charges %d", errs, w.Payments.Total())
 	}
 }

@@ -41,8 +41,8 @@ type Kit struct {
 
 	mu        sync.Mutex
 	offset    time.Duration
-	pending   map[string]*injection // activity -> next injection
-	crashed   map[string]*injection // key -> crash whose store writes are dropped
+	pending   map[string][]*injection // activity -> its injections not applied yet, in order
+	crashed   map[string]*injection   // key -> crash whose store writes are dropped
 	decisions []interceptor.Decision
 	runs      map[string]int
 	calls     map[string]int
@@ -56,6 +56,8 @@ type Kit struct {
 	named map[string]string
 	// envValues are the environments the kit made, for their registered activities.
 	envValues []reflect.Value
+	// ungated holds the environments in which an activity completed without the gate.
+	ungated map[any]bool
 }
 
 type kind int
@@ -112,8 +114,8 @@ func New(tb testing.TB, opts ...Option) *Kit {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	k := &Kit{Store: memory.New(), tb: tb, pending: map[string]*injection{}, crashed: map[string]*injection{},
-		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}}
+	k := &Kit{Store: memory.New(), tb: tb, pending: map[string][]*injection{}, crashed: map[string]*injection{},
+		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}, ungated: map[any]bool{}}
 	o := cfg.opts
 	base, user := o.Now, o.Observer
 	if base == nil {
@@ -281,7 +283,7 @@ func (k *Kit) StoreDown(activity string) { k.inject(activity, &injection{kind: s
 
 func (k *Kit) inject(activity string, in *injection) {
 	k.mu.Lock()
-	k.pending[activity] = in
+	k.pending[activity] = append(k.pending[activity], in)
 	k.mu.Unlock()
 }
 
@@ -297,18 +299,23 @@ func (k *Kit) name(method, activity string) {
 	k.mu.Unlock()
 }
 
-// take removes and returns the pending injection of activity if it is one of kinds.
+// take removes and returns the first pending injection of activity if it is one
+// of kinds: injections of one activity apply to its calls in the order made.
 func (k *Kit) take(activity string, kinds ...kind) *injection {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	in := k.pending[activity]
-	if in == nil {
+	q := k.pending[activity]
+	if len(q) == 0 {
 		return nil
 	}
 	for _, kd := range kinds {
-		if in.kind == kd {
-			delete(k.pending, activity)
-			return in
+		if q[0].kind == kd {
+			if len(q) == 1 {
+				delete(k.pending, activity)
+			} else {
+				k.pending[activity] = q[1:]
+			}
+			return q[0]
 		}
 	}
 	return nil
