@@ -256,3 +256,20 @@ func TestInjectionsOnOneActivityApplyInOrder(t *testing.T) {
 		t.Fatalf("failures %q, charges %d", errs, w.Payments.Total())
 	}
 }
+
+// A busy machine can leave a workflow task unrun for over a second; the SDK's
+// deadlock detector (1 s of wall clock by default) would fail the workflow with
+// TMPRL1101. The kit's environments allow for it. The sleep stands for the
+// machine's delay; it synchronises nothing.
+func TestSlowWorkflowTaskIsNotADeadlock(t *testing.T) {
+	k := idemgatetest.New(t)
+	env := k.NewWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+		time.Sleep(1500 * time.Millisecond)
+		return nil
+	}, workflow.RegisterOptions{Name: "slowTask"})
+	env.ExecuteWorkflow("slowTask")
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
 )
@@ -186,20 +187,26 @@ func (k *Kit) Interceptors() []sdkinterceptor.WorkerInterceptor {
 
 // DeadlockDetectionTimeout is the workflow deadlock detection timeout the kit's
 // worker options give a test that sets none. The SDK's default (1 s of wall
-// clock) fails a workflow task that a busy machine merely did not schedule for a
+// clock) fails a workflow task that a busy machine merely did not run for a
 // second (TMPRL1101); a workflow that really blocks still fails, later.
-const DeadlockDetectionTimeout = time.Minute
+const DeadlockDetectionTimeout = patient.DeadlockDetectionTimeout
 
-// TestTimeout is the idle timeout (wall clock) of the kit's workflow
-// environments, instead of the testsuite's 3 s, for the same reason.
-const TestTimeout = 5 * time.Minute
+// TestTimeout is the idle timeout (wall clock) of the kit's environments, instead
+// of the testsuite's 3 s, for the same reason.
+const TestTimeout = patient.TestTimeout
 
 // WorkerOptions returns o with the kit's interceptors after o's own, and
 // DeadlockDetectionTimeout when o sets none: a test that sets its own worker
-// options on an environment of the kit calls env.SetWorkerOptions(k.WorkerOptions(o)).
-// env.SetWorkerOptions(o) alone replaces the kit's interceptors, and the kit fails
-// the test at the first activity that completes without the gate.
+// options on a workflow environment of the kit calls
+// env.SetWorkerOptions(k.WorkerOptions(o)). env.SetWorkerOptions(o) alone replaces
+// the kit's interceptors, and the kit fails the test at the first activity that
+// completes without the gate.
+//
+// It also makes the SDK compute its binary checksum (an MD5 of the whole test
+// executable, which the SDK otherwise reads inside the first workflow task that
+// schedules an activity, where it counts against the deadlock detection timeout).
 func (k *Kit) WorkerOptions(o worker.Options) worker.Options {
+	patient.Warm()
 	o.Interceptors = append(slices.Clone(o.Interceptors), k.Interceptors()...)
 	if o.DeadlockDetectionTimeout == 0 {
 		o.DeadlockDetectionTimeout = DeadlockDetectionTimeout
