@@ -215,8 +215,11 @@ func (k *Kit) WorkerOptions(o worker.Options) worker.Options {
 }
 
 // NewWorkflowEnvironment returns a workflow test environment whose worker runs
-// the gate. Register the workflow and activities on it as usual (real
-// activities, not OnActivity(...).Return mocks: a mocked value skips the gate).
+// the gate. Register the workflow and activities on it as usual; activities
+// mocked with OnActivity(...).Return go through the gate too (see the package
+// doc). A test that sets its own worker options passes them through
+// k.WorkerOptions; the kit takes the environment's activity started and
+// completed listeners for its checks.
 //
 // Each environment starts its workflow with a workflow ID of its own
 // ("idemgatetest-N"): every testsuite environment uses the same IDs by default, so
@@ -272,6 +275,9 @@ func KeyHeader(key string) *commonpb.Header {
 
 // CrashAfterVendor makes the next call of activity reach the body, whose vendor
 // calls are made, and then die with the worker before anything is recorded.
+// activity is an activity type, or the tool of a generic tool-calling activity
+// as the gate names it (Options.ToolNames: "crm.delete_contact"); an injection
+// that never applies fails the test when it ends.
 // Temporal retries after the attempt's lease; the kit's clock jumps past it.
 func (k *Kit) CrashAfterVendor(activity string) {
 	k.inject(activity, &injection{kind: crashAfterVendor})
