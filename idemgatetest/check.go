@@ -40,17 +40,17 @@ func (k *Kit) watch(env *testsuite.TestWorkflowEnvironment) {
 	started := func(*activity.Info, context.Context, converter.EncodedValues) { k.gateMocks(env) }
 	env.SetOnActivityStartedListener(started)
 	env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []any) { k.gateMocks(env) })
-	env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
-		k.completed(env, false, info)
+	env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, err error) {
+		k.completed(env, false, info, err)
 	})
-	env.SetOnLocalActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
-		k.completed(env, true, info)
+	env.SetOnLocalActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, err error) {
+		k.completed(env, true, info, err)
 	})
 }
 
 // completed fails the test when the activity completed without reaching the kit's
 // first interceptor: the gate never saw it.
-func (k *Kit) completed(env *testsuite.TestWorkflowEnvironment, local bool, info *activity.Info) {
+func (k *Kit) completed(env *testsuite.TestWorkflowEnvironment, local bool, info *activity.Info, err error) {
 	name := info.ActivityType.Name
 	if sdkActivities[name] {
 		return
@@ -60,8 +60,8 @@ func (k *Kit) completed(env *testsuite.TestWorkflowEnvironment, local bool, info
 	seen := k.seen[id]
 	delete(k.seen, id)
 	k.mu.Unlock()
-	if seen {
-		return
+	if seen || (err != nil && k.mockPanics(env, name)) {
+		return // a mock set to panic (Panic, Never) fails the call before any body or value
 	}
 	var why string
 	if k.mocked(env, name) {
@@ -86,6 +86,20 @@ func (k *Kit) mocked(env *testsuite.TestWorkflowEnvironment, name string) bool {
 	}
 	for _, c := range expectedCalls(m) {
 		if c.Method == name {
+			return true
+		}
+	}
+	return false
+}
+
+// mockPanics reports whether a mock of activity name in env is set to panic.
+func (k *Kit) mockPanics(env *testsuite.TestWorkflowEnvironment, name string) bool {
+	m, err := activityMock(env)
+	if err != nil {
+		return false
+	}
+	for _, c := range expectedCalls(m) {
+		if c.Method == name && c.PanicMsg != nil {
 			return true
 		}
 	}

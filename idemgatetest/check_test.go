@@ -273,3 +273,59 @@ func TestSlowWorkflowTaskIsNotADeadlock(t *testing.T) {
 		t.Fatalf("completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
 	}
 }
+
+func localEmail(ctx workflow.Context, in activities.SendEmailInput) (activities.EmailReceipt, error) {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
+	var r activities.EmailReceipt
+	err := workflow.ExecuteLocalActivity(ctx, "SendEmail", in).Get(ctx, &r)
+	return r, err
+}
+
+// Local activities mocked with plain values go through the gate too; a mock set
+// to panic is no activity run without the gate.
+func TestMockedLocalActivityPassesTheGate(t *testing.T) {
+	w, tools := world(t)
+	r := newRecorder(t)
+	k := idemgatetest.New(r)
+	env := k.NewWorkflowEnvironment()
+	env.RegisterWorkflow(localEmail)
+	env.RegisterActivity(tools)
+	env.OnActivity(tools.SendEmail, mock.Anything, mock.Anything).Return(activities.EmailReceipt{MessageID: "mocked"}, nil)
+	env.ExecuteWorkflow(localEmail, mail)
+	var got activities.EmailReceipt
+	if err := env.GetWorkflowResult(&got); err != nil || got.MessageID != "mocked" {
+		t.Fatalf("result %+v, %v", got, err)
+	}
+	if ds := k.Decisions("SendEmail"); len(ds) != 1 || ds[0].Decision != string(store.DecisionRan) || w.Email.Total() != 0 {
+		t.Fatalf("decisions %+v, e-mails %d; want one ran, none sent", ds, w.Email.Total())
+	}
+
+	// A mocked function: the testsuite runs the interceptors around it twice for a
+	// local activity, one run inside the other; the gate decides once.
+	env = k.NewWorkflowEnvironment()
+	env.RegisterWorkflow(localEmail)
+	env.RegisterActivity(tools)
+	env.OnActivity(tools.SendEmail, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.SendEmailInput) (activities.EmailReceipt, error) {
+			return activities.EmailReceipt{MessageID: "mocked function"}, nil
+		})
+	env.ExecuteWorkflow(localEmail, mail)
+	if err := env.GetWorkflowResult(&got); err != nil || got.MessageID != "mocked function" {
+		t.Fatalf("result %+v, %v", got, err)
+	}
+	if ds := k.Decisions("SendEmail"); len(ds) != 2 || ds[1].Decision != string(store.DecisionRan) || k.BodyRuns("SendEmail") != 2 {
+		t.Fatalf("decisions %+v, body runs %d; want two ran, 2", ds, k.BodyRuns("SendEmail"))
+	}
+
+	env = k.NewWorkflowEnvironment()
+	env.RegisterWorkflow(localEmail)
+	env.RegisterActivity(tools)
+	env.OnActivity(tools.SendEmail, mock.Anything, mock.Anything).Panic("the mail server is on fire")
+	env.ExecuteWorkflow(localEmail, mail)
+	if env.GetWorkflowError() == nil {
+		t.Fatal("the panicking mock did not fail the workflow")
+	}
+	if errs := r.finish(); len(errs) != 0 {
+		t.Fatalf("failures %q", errs)
+	}
+}
