@@ -49,8 +49,8 @@ type Kit struct {
 	runs      map[string]int
 	calls     map[string]int
 	envs      int
-	// seen holds the activities (attemptKey) that reached the kit's first
-	// interceptor and whose completion the environment has not reported yet.
+	// seen holds the activities (attemptKey) that reached the kit's interceptor
+	// and whose completion the environment has not reported yet.
 	seen map[string]bool
 	// reached holds the activity and tool names that reached the kit's interceptors.
 	reached map[string]bool
@@ -179,9 +179,10 @@ func (k *Kit) fatal(err error) {
 // Now is the gate's clock: the real time plus the jumps injected crashes made.
 func (k *Kit) Now() time.Time { return k.opts.Now() }
 
-// Interceptors are the worker interceptors the kit installs, in order: add them
-// to worker.Options.Interceptors (after Temporal's tracing interceptor, if any)
-// when a test sets its own worker options, or use WorkerOptions.
+// Interceptors are the worker interceptors the kit installs (the gate and the
+// kit's bookkeeping around it): add them to worker.Options.Interceptors (after
+// Temporal's tracing interceptor, if any) when a test sets its own worker
+// options, or use WorkerOptions, which does.
 func (k *Kit) Interceptors() []sdkinterceptor.WorkerInterceptor {
 	return []sdkinterceptor.WorkerInterceptor{&entry{k: k}}
 }
