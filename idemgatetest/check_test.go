@@ -137,6 +137,30 @@ func TestInjectionTargetsOneTool(t *testing.T) {
 	}
 }
 
+// An injection naming a generic tool activity's type applies to the next call of
+// any of its tools that reaches the injection's point: StoreDown to the first
+// claim (reads claim nothing).
+func TestStoreDownByToolActivityType(t *testing.T) {
+	c := &crm{runs: map[string]int{}}
+	k := idemgatetest.New(t, idemgatetest.WithOptions(interceptor.Options{
+		ToolNames: map[string]interceptor.ToolName{"CallTool": {Prefix: "crm.", Fields: []string{"tool"}}}}))
+	k.StoreDown("CallTool")
+	env := k.NewWorkflowEnvironment()
+	env.RegisterWorkflow(toolWorkflow)
+	env.RegisterActivity(c)
+	env.ExecuteWorkflow(toolWorkflow)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range k.Decisions("crm.delete_contact") {
+		got = append(got, d.Decision)
+	}
+	if want := []string{"refused-store-unavailable", string(store.DecisionRan)}; !equal(got, want) || c.runs["delete_contact"] != 1 {
+		t.Fatalf("delete decisions %v, want %v; runs %v", got, want, c.runs)
+	}
+}
+
 // samples-go's fileprocessing test sets its own worker options after building the
 // environment, which drops the kit's interceptors: its activities then run without
 // the gate and the test passes with no decision. The kit fails such a test, and
