@@ -13,7 +13,10 @@
 //
 // # Injections
 //
-// Each applies to the next call of the named activity that reaches it, once:
+// Each applies to the next call of the named activity that reaches it, once;
+// several on one activity apply to its calls in the order made. For a generic
+// tool-calling activity (interceptor.Options.ToolNames) name the tool as the gate
+// does ("crm.delete_contact"), or the activity type for any of its tools:
 //
 //   - CrashAfterVendor: the body runs (its vendor calls are made), then the worker
 //     dies before it can record anything; the retry comes after the dead
@@ -30,6 +33,30 @@
 //   - Pause (until Resume): writes of the activity are paused as by `idemgate
 //     pause`: WriteGated, retryable.
 //
+// # Checks at the end of the test
+//
+// A test whose premise did not hold fails, with a message that names what to
+// change: an injection that never applied (its activity misspelled, not
+// registered, or not called after it), an activity name given to Pause or a
+// read-back that no environment registered or ran, and an activity that ran
+// without the gate — because the test called env.SetWorkerOptions after the kit
+// made the environment, which replaces the kit's interceptors (use
+// env.SetWorkerOptions(k.WorkerOptions(worker.Options{...})) instead).
+//
+// # Mocked activities
+//
+// Activities mocked with env.OnActivity(...).Return(values) go through the gate
+// like real ones (keys, classes, stored results, injections): before an activity
+// starts, the kit turns each mock's values into a function of the activity's
+// signature that returns them, which the testsuite runs through the worker's
+// interceptors (it returns plain values without them). BodyRuns counts the
+// mock's runs. A mocked error is an unmarked error: for a write its outcome is
+// unknown, as for a real activity; return interceptor.NotCommitted(err) from a
+// mocked function to say the write did not happen. The kit reaches the mocks
+// through the testsuite's unexported fields; when a release of the SDK moves them,
+// or the test sets its own activity-started listener, a mocked activity that
+// skipped the gate fails the test instead.
+//
 // # Read-back
 //
 // Decisions lists the gate's decisions per activity (through
@@ -41,9 +68,14 @@
 // # Activity tests
 //
 // NewActivityEnvironment gives a TestActivityEnvironment the gate and a key, which
-// no workflow mints there: by default one derived from the environment and the
-// activity ID (each ExecuteActivity is a new write); a test that wants to repeat
-// one write sets its own with env.SetHeader(KeyHeader("order-4217/charge")).
+// no workflow mints there: by default one per call (each ExecuteActivity or
+// ExecuteLocalActivity is a new write, whatever other header fields the test set
+// for its context propagators); a test that wants to repeat one write sets its own
+// with env.SetHeader(KeyHeader("order-4217/charge")).
+//
+// The kit's environments allow for a busy machine: a deadlock detection timeout
+// of a minute (DeadlockDetectionTimeout) instead of the SDK's 1 s of wall clock,
+// and an idle timeout of five (TestTimeout).
 //
 // The kit's clock (Now) starts at the real time and jumps forward when an
 // injected crash needs its lease to pass; it is the gate's clock too.

@@ -2,10 +2,16 @@ package idemgatetest_test
 
 import (
 	"fmt"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/idemgatetest"
 	"github.com/idemgate/idemgate/vendorsim"
+	"github.com/idemgate/idemgate/workflows"
 )
 
 // The e-mail's first attempt reached the sender, then the worker died. The
@@ -176,4 +182,72 @@ func ExampleKit_NewActivityEnvironment() {
 	// SendEmail attempt 1: ran
 	// SendEmail attempt 1: replayed
 	// e-mails sent: 1 receipts: 3
+}
+
+// A test that sets worker options of its own (here the session worker, as
+// samples-go's fileprocessing test does) passes them through k.WorkerOptions,
+// which keeps the gate: env.SetWorkerOptions alone would replace it, and the kit
+// would fail the test.
+func ExampleKit_WorkerOptions() {
+	w, err := vendorsim.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	tools, err := activities.New(activities.Endpoints{Docs: w.Docs.URL, CRM: w.CRM.URL, Tickets: w.Tickets.URL,
+		Payments: w.Payments.URL, Email: w.Email.URL, Chat: w.Chat.URL})
+	if err != nil {
+		panic(err)
+	}
+	k := idemgatetest.New(nil)
+	env := k.NewWorkflowEnvironment()
+	env.SetWorkerOptions(k.WorkerOptions(worker.Options{EnableSessionWorker: true}))
+	env.RegisterWorkflow(workflows.AgentLoop)
+	env.RegisterActivity(tools)
+	env.RegisterActivity(&activities.Planning{})
+	script := activities.Script{Goal: "welcome", Steps: []activities.Step{email}}
+	env.ExecuteWorkflow(workflows.AgentLoop, workflows.AgentInput{Script: &script})
+	fmt.Println("completed:", env.IsWorkflowCompleted(), "error:", env.GetWorkflowError())
+	printDecisions(k, "SendEmail")
+	// Output:
+	// completed: true error: <nil>
+	// SendEmail attempt 1: ran
+}
+
+// An activity mocked with a plain value goes through the gate like a real one:
+// here its first attempt "reached the vendor" and the worker died, so the retry
+// of the destructive e-mail is refused. The mock ran once.
+func ExampleKit_NewWorkflowEnvironment_mockedActivity() {
+	w, err := vendorsim.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	tools, err := activities.New(activities.Endpoints{Docs: w.Docs.URL, CRM: w.CRM.URL, Tickets: w.Tickets.URL,
+		Payments: w.Payments.URL, Email: w.Email.URL, Chat: w.Chat.URL})
+	if err != nil {
+		panic(err)
+	}
+	k := idemgatetest.New(nil)
+	k.CrashAfterVendor("SendEmail")
+	env := k.NewWorkflowEnvironment()
+	env.RegisterWorkflow(workflows.AgentLoop)
+	env.RegisterActivity(tools)
+	env.RegisterActivity(&activities.Planning{})
+	env.OnActivity(tools.SendEmail, mock.Anything, mock.Anything).Return(activities.EmailReceipt{MessageID: "mocked"}, nil)
+	script := activities.Script{Goal: "welcome", Steps: []activities.Step{email}}
+	env.ExecuteWorkflow(workflows.AgentLoop, workflows.AgentInput{Script: &script,
+		Retry: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1, MaximumAttempts: 3}})
+	var res workflows.AgentResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		panic(err)
+	}
+	fmt.Println("stopped:", stopped(res))
+	printDecisions(k, "SendEmail")
+	fmt.Println("mock runs:", k.BodyRuns("SendEmail"), "e-mails sent:", w.Email.Total())
+	// Output:
+	// stopped: IdempotencyInFlight
+	// SendEmail attempt 1: unknown
+	// SendEmail attempt 2: refused-in-flight (IdempotencyInFlight)
+	// mock runs: 1 e-mails sent: 0
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,9 +20,11 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
 )
@@ -38,12 +43,23 @@ type Kit struct {
 
 	mu        sync.Mutex
 	offset    time.Duration
-	pending   map[string]*injection // activity -> next injection
-	crashed   map[string]*injection // key -> crash whose store writes are dropped
+	pending   map[string][]*injection // activity -> its injections not applied yet, in order
+	crashed   map[string]*injection   // key -> crash whose store writes are dropped
 	decisions []interceptor.Decision
 	runs      map[string]int
 	calls     map[string]int
 	envs      int
+	// seen holds the activities (attemptKey) that reached the kit's interceptor
+	// and whose completion the environment has not reported yet.
+	seen map[string]bool
+	// reached holds the activity and tool names that reached the kit's interceptors.
+	reached map[string]bool
+	// named holds the activity names the test gave the kit, with the method.
+	named map[string]string
+	// envValues are the environments the kit made, for their registered activities.
+	envValues []reflect.Value
+	// ungated holds the environments in which an activity completed without the gate.
+	ungated map[any]bool
 }
 
 type kind int
@@ -53,6 +69,17 @@ const (
 	resolvedAsSent
 	storeDown
 )
+
+func (kd kind) String() string {
+	switch kd {
+	case crashAfterVendor:
+		return "CrashAfterVendor"
+	case resolvedAsSent:
+		return "ResolvedAsSent"
+	default:
+		return "StoreDown"
+	}
+}
 
 type injection struct {
 	kind   kind
@@ -89,8 +116,8 @@ func New(tb testing.TB, opts ...Option) *Kit {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	k := &Kit{Store: memory.New(), tb: tb, pending: map[string]*injection{}, crashed: map[string]*injection{},
-		runs: map[string]int{}, calls: map[string]int{}}
+	k := &Kit{Store: memory.New(), tb: tb, pending: map[string][]*injection{}, crashed: map[string]*injection{},
+		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}, ungated: map[any]bool{}}
 	o := cfg.opts
 	base, user := o.Now, o.Observer
 	if base == nil {
@@ -127,6 +154,9 @@ func New(tb testing.TB, opts ...Option) *Kit {
 	if cfg.metrics != nil {
 		k.suite.SetMetricsHandler(cfg.metrics)
 	}
+	if tb != nil {
+		tb.Cleanup(k.check)
+	}
 	return k
 }
 
@@ -149,16 +179,49 @@ func (k *Kit) fatal(err error) {
 // Now is the gate's clock: the real time plus the jumps injected crashes made.
 func (k *Kit) Now() time.Time { return k.opts.Now() }
 
-// Interceptors are the worker interceptors the kit installs, in order: add them
-// to worker.Options.Interceptors (after Temporal's tracing interceptor, if any)
-// when a test sets its own worker options.
+// Interceptors are the worker interceptors the kit installs (the gate and the
+// kit's bookkeeping around it): add them to worker.Options.Interceptors (after
+// Temporal's tracing interceptor, if any) when a test sets its own worker
+// options, or use WorkerOptions, which does.
 func (k *Kit) Interceptors() []sdkinterceptor.WorkerInterceptor {
-	return []sdkinterceptor.WorkerInterceptor{k.gate, &bodyCounter{k: k}}
+	return []sdkinterceptor.WorkerInterceptor{&entry{k: k}}
+}
+
+// DeadlockDetectionTimeout is the workflow deadlock detection timeout the kit's
+// worker options give a test that sets none. The SDK's default (1 s of wall
+// clock) fails a workflow task that a busy machine merely did not run for a
+// second (TMPRL1101); a workflow that really blocks still fails, later.
+const DeadlockDetectionTimeout = patient.DeadlockDetectionTimeout
+
+// TestTimeout is the idle timeout (wall clock) of the kit's environments, instead
+// of the testsuite's 3 s, for the same reason.
+const TestTimeout = patient.TestTimeout
+
+// WorkerOptions returns o with the kit's interceptors after o's own, and
+// DeadlockDetectionTimeout when o sets none: a test that sets its own worker
+// options on a workflow environment of the kit calls
+// env.SetWorkerOptions(k.WorkerOptions(o)). env.SetWorkerOptions(o) alone replaces
+// the kit's interceptors, and the kit fails the test at the first activity that
+// completes without the gate.
+//
+// It also makes the SDK compute its binary checksum (an MD5 of the whole test
+// executable, which the SDK otherwise reads inside the first workflow task that
+// schedules an activity, where it counts against the deadlock detection timeout).
+func (k *Kit) WorkerOptions(o worker.Options) worker.Options {
+	patient.Warm()
+	o.Interceptors = append(slices.Clone(o.Interceptors), k.Interceptors()...)
+	if o.DeadlockDetectionTimeout == 0 {
+		o.DeadlockDetectionTimeout = DeadlockDetectionTimeout
+	}
+	return o
 }
 
 // NewWorkflowEnvironment returns a workflow test environment whose worker runs
-// the gate. Register the workflow and activities on it as usual (real
-// activities, not OnActivity(...).Return mocks: a mocked value skips the gate).
+// the gate. Register the workflow and activities on it as usual; activities
+// mocked with OnActivity(...).Return go through the gate too (see the package
+// doc). A test that sets its own worker options passes them through
+// k.WorkerOptions; the kit takes the environment's activity started and
+// completed listeners for its checks.
 //
 // Each environment starts its workflow with a workflow ID of its own
 // ("idemgatetest-N"): every testsuite environment uses the same IDs by default, so
@@ -167,8 +230,13 @@ func (k *Kit) Interceptors() []sdkinterceptor.WorkerInterceptor {
 // (env.SetStartWorkflowOptions) chooses the ID itself.
 func (k *Kit) NewWorkflowEnvironment() *testsuite.TestWorkflowEnvironment {
 	env := k.suite.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: k.Interceptors()})
+	env.SetWorkerOptions(k.WorkerOptions(worker.Options{}))
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "idemgatetest-" + strconv.Itoa(k.nextEnv()), TaskQueue: "idemgatetest"})
+	env.SetTestTimeout(TestTimeout)
+	k.watch(env)
+	k.mu.Lock()
+	k.envValues = append(k.envValues, reflect.ValueOf(env))
+	k.mu.Unlock()
 	return env
 }
 
@@ -181,13 +249,18 @@ func (k *Kit) nextEnv() int {
 
 // NewActivityEnvironment returns an activity test environment whose worker runs
 // the gate, with a key for every call: the one in the header the test set
-// (env.SetHeader(KeyHeader(...))), else one derived from this environment and the
-// activity ID, so each ExecuteActivity is a write of its own.
+// (env.SetHeader(KeyHeader(...))), else one of the call's own, so each
+// ExecuteActivity and ExecuteLocalActivity is a write of its own, also when the
+// test set a header of its own (for a context propagator).
 func (k *Kit) NewActivityEnvironment() *testsuite.TestActivityEnvironment {
 	n := k.nextEnv()
 	env := k.suite.NewTestActivityEnvironment()
 	env.SetWorkerOptions(worker.Options{Interceptors: append(
 		[]sdkinterceptor.WorkerInterceptor{&keyer{env: n}}, k.Interceptors()...)})
+	env.SetTestTimeout(TestTimeout)
+	k.mu.Lock()
+	k.envValues = append(k.envValues, reflect.ValueOf(env))
+	k.mu.Unlock()
 	return env
 }
 
@@ -204,6 +277,9 @@ func KeyHeader(key string) *commonpb.Header {
 
 // CrashAfterVendor makes the next call of activity reach the body, whose vendor
 // calls are made, and then die with the worker before anything is recorded.
+// activity is an activity type, or the tool of a generic tool-calling activity
+// as the gate names it (Options.ToolNames: "crm.delete_contact"); an injection
+// that never applies fails the test when it ends.
 // Temporal retries after the attempt's lease; the kit's clock jumps past it.
 func (k *Kit) CrashAfterVendor(activity string) {
 	k.inject(activity, &injection{kind: crashAfterVendor})
@@ -222,22 +298,39 @@ func (k *Kit) StoreDown(activity string) { k.inject(activity, &injection{kind: s
 
 func (k *Kit) inject(activity string, in *injection) {
 	k.mu.Lock()
-	k.pending[activity] = in
+	k.pending[activity] = append(k.pending[activity], in)
 	k.mu.Unlock()
 }
 
-// take removes and returns the pending injection of activity if it is one of kinds.
+// name records that the test named activity in method, for the check at the end.
+func (k *Kit) name(method, activity string) {
+	if activity == "" {
+		return
+	}
+	k.mu.Lock()
+	if _, ok := k.named[activity]; !ok {
+		k.named[activity] = method
+	}
+	k.mu.Unlock()
+}
+
+// take removes and returns the first pending injection of activity if it is one
+// of kinds: injections of one activity apply to its calls in the order made.
 func (k *Kit) take(activity string, kinds ...kind) *injection {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	in := k.pending[activity]
-	if in == nil {
+	q := k.pending[activity]
+	if len(q) == 0 {
 		return nil
 	}
 	for _, kd := range kinds {
-		if in.kind == kd {
-			delete(k.pending, activity)
-			return in
+		if q[0].kind == kd {
+			if len(q) == 1 {
+				delete(k.pending, activity)
+			} else {
+				k.pending[activity] = q[1:]
+			}
+			return q[0]
 		}
 	}
 	return nil
@@ -245,6 +338,7 @@ func (k *Kit) take(activity string, kinds ...kind) *injection {
 
 // Pause pauses the writes of activity, as `idemgate pause --activity` does, until Resume.
 func (k *Kit) Pause(activity, reason string) {
+	k.name("Pause", activity)
 	p := store.Pause{Activity: activity, Actor: "idemgatetest", Reason: reason, Time: k.Now()}
 	if err := k.Store.Pause(context.Background(), p); err != nil {
 		k.fatal(fmt.Errorf("idemgate/idemgatetest: pause %s: %w", activity, err))
@@ -253,6 +347,7 @@ func (k *Kit) Pause(activity, reason string) {
 
 // Resume lifts the pause of activity.
 func (k *Kit) Resume(activity string) {
+	k.name("Resume", activity)
 	p := store.Pause{Activity: activity, Actor: "idemgatetest", Reason: "resumed by the test", Time: k.Now()}
 	if err := k.Store.Resume(context.Background(), p); err != nil {
 		k.fatal(fmt.Errorf("idemgate/idemgatetest: resume %s: %w", activity, err))
@@ -261,6 +356,7 @@ func (k *Kit) Resume(activity string) {
 
 // Decisions lists the gate's decisions for activity ("" for every activity), in order.
 func (k *Kit) Decisions(activity string) []interceptor.Decision {
+	k.name("Decisions", activity)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out []interceptor.Decision
@@ -274,6 +370,7 @@ func (k *Kit) Decisions(activity string) []interceptor.Decision {
 
 // Receipts lists the receipts stored for activity ("" for every activity), oldest first.
 func (k *Kit) Receipts(activity string) []store.Receipt {
+	k.name("Receipts", activity)
 	rs, err := k.Store.Receipts(context.Background(), store.ReceiptFilter{Activity: activity})
 	if err != nil {
 		k.fatal(fmt.Errorf("idemgate/idemgatetest: receipts of %s: %w", activity, err))
@@ -283,6 +380,7 @@ func (k *Kit) Receipts(activity string) []store.Receipt {
 
 // BodyRuns is how often the body of activity ran.
 func (k *Kit) BodyRuns(activity string) int {
+	k.name("BodyRuns", activity)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.runs[activity]
@@ -291,6 +389,7 @@ func (k *Kit) BodyRuns(activity string) int {
 // VendorCalls is how many outgoing calls of activity's bodies through idemhttp
 // may have reached a vendor: all but those certainly not sent.
 func (k *Kit) VendorCalls(activity string) int {
+	k.name("VendorCalls", activity)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.calls[activity]
@@ -300,18 +399,6 @@ func (k *Kit) VendorCalls(activity string) int {
 // gate records nothing of it, as after a real crash.
 var ErrWorkerDied = errors.New("idemgate/idemgatetest: the worker died after the activity's vendor calls (injected)")
 
-// bodyCounter sits after the gate: what reaches it is a body run.
-type bodyCounter struct {
-	sdkinterceptor.WorkerInterceptorBase
-	k *Kit
-}
-
-func (b *bodyCounter) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
-	a := &bodyInbound{k: b.k}
-	a.Next = next
-	return a
-}
-
 type bodyInbound struct {
 	sdkinterceptor.ActivityInboundInterceptorBase
 	k *Kit
@@ -319,9 +406,16 @@ type bodyInbound struct {
 
 func (a *bodyInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
 	name := activity.GetInfo(ctx).ActivityType.Name
-	inj := a.k.take(name, crashAfterVendor, resolvedAsSent)
-	res, err := a.Next.ExecuteActivity(ctx, in)
 	st, gated := attempt.FromContext(ctx)
+	tool := name // a generic tool activity's tool (Options.ToolNames), as the gate names it
+	if gated && st.Activity != "" {
+		tool = st.Activity
+	}
+	inj := a.k.take(tool, crashAfterVendor, resolvedAsSent)
+	if inj == nil && tool != name {
+		inj = a.k.take(name, crashAfterVendor, resolvedAsSent)
+	}
+	res, err := a.Next.ExecuteActivity(ctx, in)
 	sent := 0
 	if gated {
 		for _, o := range st.Observations() {
@@ -333,6 +427,11 @@ func (a *bodyInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.Ex
 	a.k.mu.Lock()
 	a.k.runs[name]++
 	a.k.calls[name] += sent
+	if tool != name {
+		a.k.runs[tool]++
+		a.k.calls[tool] += sent
+		a.k.reached[tool] = true
+	}
 	if inj != nil && gated && st.Key != "" {
 		a.k.crashed[st.Key] = inj
 	}
@@ -343,27 +442,96 @@ func (a *bodyInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.Ex
 	return res, err
 }
 
-// keyer sits before the gate in an activity environment and gives each call a key.
+// entry is the kit's interceptor: the gate, with the kit's bookkeeping before it
+// (what reaches entry reaches the gate) and after it (what reaches bodyInbound is
+// a body run).
+type entry struct {
+	sdkinterceptor.WorkerInterceptorBase
+	k *Kit
+}
+
+func (e *entry) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	body := &bodyInbound{k: e.k}
+	body.Next = next
+	a := &entryInbound{k: e.k, direct: next}
+	a.Next = e.k.gate.InterceptActivity(ctx, body)
+	return a
+}
+
+func (e *entry) InterceptWorkflow(ctx workflow.Context, next sdkinterceptor.WorkflowInboundInterceptor) sdkinterceptor.WorkflowInboundInterceptor {
+	return e.k.gate.InterceptWorkflow(ctx, next)
+}
+
+func (e *entry) InterceptNexusOperation(ctx context.Context, next sdkinterceptor.NexusOperationInboundInterceptor) sdkinterceptor.NexusOperationInboundInterceptor {
+	return e.k.gate.InterceptNexusOperation(ctx, next)
+}
+
+type entryInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	k      *Kit
+	direct sdkinterceptor.ActivityInboundInterceptor
+}
+
+// throughGate marks a context that went through the kit's interceptors.
+type throughGate struct{}
+
+func (a *entryInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	if ctx.Value(throughGate{}) != nil {
+		// The testsuite runs a local activity's mocked function through the
+		// interceptors a second time, inside the first run: the gate has decided.
+		return a.direct.ExecuteActivity(ctx, in)
+	}
+	info := activity.GetInfo(ctx)
+	a.k.mu.Lock()
+	a.k.seen[attemptKey(info.IsLocalActivity, &info)] = true
+	a.k.reached[info.ActivityType.Name] = true
+	a.k.mu.Unlock()
+	return a.Next.ExecuteActivity(context.WithValue(ctx, throughGate{}, true), in)
+}
+
+// keyer sits before the gate in an activity environment and gives each call a key
+// of its own: a counter per environment, not the activity ID, which the testsuite
+// gives every local activity alike ("test-local-activity").
 type keyer struct {
 	sdkinterceptor.WorkerInterceptorBase
-	env int
+	env   int
+	calls atomic.Int64
 }
 
 func (k *keyer) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
-	a := &keyerInbound{env: k.env}
+	a := &keyerInbound{k: k}
 	a.Next = next
 	return a
 }
 
 type keyerInbound struct {
 	sdkinterceptor.ActivityInboundInterceptorBase
-	env int
+	k *keyer
 }
 
+// ExecuteActivity writes the call's key into the header unless the test set one
+// (KeyHeader), and takes it out again when the call returns: the testsuite hands
+// every call the very header the test gave SetHeader (for a context propagator,
+// say), so a key left in it would make every later call the first one again.
 func (a *keyerInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
-	key := "idemgatetest/env-" + strconv.Itoa(a.env) + "/activity-" + activity.GetInfo(ctx).ActivityID
-	if _, err := interceptor.SetTestKey(sdkinterceptor.Header(ctx), key); err != nil {
+	key := "idemgatetest/env-" + strconv.Itoa(a.k.env) + "/call-" + strconv.FormatInt(a.k.calls.Add(1), 10)
+	fields := sdkinterceptor.Header(ctx)
+	before := make(map[string]bool, len(fields))
+	for name := range fields {
+		before[name] = true
+	}
+	added, err := interceptor.SetTestKey(fields, key)
+	if err != nil {
 		return nil, err
+	}
+	if added {
+		defer func() {
+			for name := range fields {
+				if !before[name] {
+					delete(fields, name)
+				}
+			}
+		}()
 	}
 	return a.Next.ExecuteActivity(ctx, in)
 }

@@ -2,10 +2,13 @@ package idemgatetest_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -213,4 +216,76 @@ func equal[T comparable](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+// tenantHeader is what a context propagator's test sets with SetHeader: a field of
+// its own, no key.
+func tenantHeader(t *testing.T) *commonpb.Header {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &commonpb.Header{Fields: map[string]*commonpb.Payload{"tenant": p}}
+}
+
+// A header set for a context propagator must not turn every later call into the
+// first one: each call is a write of its own, as without a header, and the test's
+// header is left as the test set it.
+func TestActivityEnvironmentKeysEachCallWithAHeader(t *testing.T) {
+	w, tools := world(t)
+	k := idemgatetest.New(t)
+	env := k.NewActivityEnvironment()
+	env.RegisterActivity(tools)
+	h := tenantHeader(t)
+	env.SetHeader(h)
+	bob := mail
+	bob.To = "bob@example.com"
+	for i, in := range []activities.SendEmailInput{mail, bob, mail} {
+		if _, err := env.ExecuteActivity(tools.SendEmail, in); err != nil {
+			t.Fatalf("call %d (%s): %v", i+1, in.To, err)
+		}
+	}
+	ds := k.Decisions("SendEmail")
+	if len(ds) != 3 || ds[0].Key == ds[1].Key || ds[1].Key == ds[2].Key || ds[0].Key == ds[2].Key {
+		t.Fatalf("want three writes with three keys: %+v", ds)
+	}
+	for _, d := range ds {
+		if d.Decision != string(store.DecisionRan) {
+			t.Fatalf("decision %s, want ran: %+v", d.Decision, ds)
+		}
+	}
+	if w.Email.Total() != 3 {
+		t.Fatalf("e-mails %d, want 3", w.Email.Total())
+	}
+	if len(h.Fields) != 1 || h.Fields["tenant"] == nil {
+		t.Fatalf("the test's header was changed: %v", h.Fields)
+	}
+}
+
+// Local activities in an activity environment all share one activity ID in the
+// testsuite: each call is still a write of its own, with or without a header.
+func TestActivityEnvironmentKeysEachLocalCall(t *testing.T) {
+	for _, header := range []bool{false, true} {
+		t.Run(fmt.Sprintf("header=%v", header), func(t *testing.T) {
+			w, tools := world(t)
+			k := idemgatetest.New(t)
+			env := k.NewActivityEnvironment()
+			if header {
+				env.SetHeader(tenantHeader(t))
+			}
+			for i := range 2 {
+				if _, err := env.ExecuteLocalActivity(tools.SendEmail, mail); err != nil {
+					t.Fatalf("call %d: %v", i+1, err)
+				}
+			}
+			ds := k.Decisions("SendEmail")
+			if len(ds) != 2 || ds[0].Key == ds[1].Key || ds[1].Decision != string(store.DecisionRan) {
+				t.Fatalf("want two writes with two keys: %+v", ds)
+			}
+			if w.Email.Total() != 2 {
+				t.Fatalf("e-mails %d, want 2", w.Email.Total())
+			}
+		})
+	}
 }

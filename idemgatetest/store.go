@@ -2,7 +2,9 @@ package idemgatetest
 
 import (
 	"context"
+
 	"fmt"
+	"go.temporal.io/sdk/activity"
 	"time"
 
 	"github.com/idemgate/idemgate/interceptor"
@@ -17,7 +19,14 @@ type kitStore struct {
 }
 
 func (s *kitStore) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
-	if s.k.take(c.Activity, storeDown) != nil {
+	inj := s.k.take(c.Activity, storeDown)
+	if inj == nil && activity.IsActivity(ctx) {
+		// A generic tool activity's claim names the tool; the injection may name the activity.
+		if name := activity.GetInfo(ctx).ActivityType.Name; name != c.Activity {
+			inj = s.k.take(name, storeDown)
+		}
+	}
+	if inj != nil {
 		return "", store.Record{}, fmt.Errorf("%w: connection refused (injected by idemgatetest.StoreDown)", store.ErrUnavailable)
 	}
 	return s.Store.Begin(ctx, c)

@@ -13,15 +13,14 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 	"go.temporal.io/sdk/activity"
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/idemhttp"
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/internal/testutil/stripemock"
 	"github.com/idemgate/idemgate/store/memory"
 )
@@ -80,8 +79,8 @@ func runCharge(t *testing.T, opts interceptor.Options, p *payments) (string, err
 	}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	env := suite.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	env := patient.Env(suite.NewTestWorkflowEnvironment())
+	env.SetWorkerOptions(patient.WorkerOptions(gate))
 	env.RegisterWorkflow(chargeWorkflow)
 	env.RegisterActivity(p)
 	env.ExecuteWorkflow(chargeWorkflow, int64(2000))

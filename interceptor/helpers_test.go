@@ -12,15 +12,14 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/interceptor/internal/canon"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
 )
@@ -176,8 +175,8 @@ func (h *harness) env(workflowID string) *testsuite.TestWorkflowEnvironment {
 	if err != nil {
 		h.t.Fatalf("New: %v", err)
 	}
-	env := h.suite.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	env := patient.Env(h.suite.NewTestWorkflowEnvironment())
+	env.SetWorkerOptions(patient.WorkerOptions(gate))
 	env.RegisterWorkflowWithOptions(callsWorkflow, workflow.RegisterOptions{Name: "calls"})
 	env.RegisterActivity(h.tools)
 	if workflowID != "" {

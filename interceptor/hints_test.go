@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -119,8 +118,8 @@ func TestGenericActivityGoesByTheTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := h.suite.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	env := patient.Env(h.suite.NewTestWorkflowEnvironment())
+	env.SetWorkerOptions(patient.WorkerOptions(gate))
 	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "generic"})
 	env.RegisterActivityWithOptions(callTool, activity.RegisterOptions{Name: "CallTool"})
 	env.ExecuteWorkflow("generic", []ToolCall{

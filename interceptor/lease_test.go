@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store/memory"
 )
 
@@ -51,8 +50,8 @@ func TestClaimLeaseCoversClockSkew(t *testing.T) {
 			return workflow.ExecuteActivity(ctx, "CreateLeaseProbe").Get(ctx, nil)
 		}
 		var suite testsuite.WorkflowTestSuite
-		env := suite.NewTestWorkflowEnvironment()
-		env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+		env := patient.Env(suite.NewTestWorkflowEnvironment())
+		env.SetWorkerOptions(patient.WorkerOptions(gate))
 		env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "leaseProbe"})
 		env.RegisterActivityWithOptions(probe, activity.RegisterOptions{Name: "CreateLeaseProbe"})
 		env.ExecuteWorkflow("leaseProbe")

@@ -12,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/postgres"
@@ -234,8 +233,8 @@ func lostTail(t *testing.T, st *tailStore, lose, activityName string, vendorKeye
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := suite.NewTestWorkflowEnvironment()
-		env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+		env := patient.Env(suite.NewTestWorkflowEnvironment())
+		env.SetWorkerOptions(patient.WorkerOptions(gate))
 		env.RegisterWorkflowWithOptions(callsWorkflow, workflow.RegisterOptions{Name: "calls"})
 		env.RegisterActivity(tl)
 		env.SetStartWorkflowOptions(startOptions(workflowID))

@@ -12,12 +12,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
@@ -107,8 +106,8 @@ func runCall(t *testing.T, opts interceptor.Options, register func(r mcptools.Re
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := quietSuite().NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	env := patient.Env(quietSuite().NewTestWorkflowEnvironment())
+	env.SetWorkerOptions(patient.WorkerOptions(gate))
 	env.RegisterWorkflowWithOptions(callWorkflow, workflow.RegisterOptions{Name: "call"})
 	register(env)
 	runs++

@@ -56,7 +56,7 @@ func TestDecisionsOnSpansAndMetrics(t *testing.T) {
 	k.Pause("SendEmail", "test")
 
 	env := k.NewWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: append([]sdkinterceptor.WorkerInterceptor{tracing}, k.Interceptors()...)})
+	env.SetWorkerOptions(k.WorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{tracing}}))
 	env.RegisterWorkflow(workflows.AgentLoop)
 	env.RegisterActivity(tools)
 	env.RegisterActivity(&activities.Planning{})
