@@ -189,6 +189,12 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 		values := []byte{'{'}
 		for i, f := range fields {
 			v, ok, err := canon.Field(args, f)
+			var amb *canon.AmbiguousError
+			if errors.As(err, &amb) {
+				return "", appError(fmt.Sprintf("idemgate: %s (%s): identifying field %q is ambiguous: %v; the "+
+					"arguments are untrusted input, so the write is refused as invalid arguments. Nothing was run. "+
+					"Next step: send the field under one key only.", c.name, c.effect, f, amb), ErrTypeArgsInvalid, true, 0)
+			}
 			if err != nil || !ok {
 				return "", appError(fmt.Sprintf("idemgate: %s (%s): identifying field %q not found in the arguments %s. "+
 					"Nothing was run. Next step: pass it, or fix Options.IdentifyingFields[%q].",

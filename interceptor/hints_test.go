@@ -160,3 +160,79 @@ func TestGenericActivityGoesByTheTool(t *testing.T) {
 		t.Errorf("each tool has its own key and class: %+v vs %+v", reads, rs)
 	}
 }
+
+// TestToolNameCaseVariantRefused: the model writes a generic tool activity's
+// arguments, so a second key naming the tool field in another case ("Tool":
+// "get_contact" beside "tool": "delete_contact") must not decide the class. The
+// call is refused as invalid arguments, naming the activity and both keys, and
+// nothing runs; an identifying field given twice in two cases is refused too
+// (which one keys the write would depend on map order).
+func TestToolNameCaseVariantRefused(t *testing.T) {
+	h := newHarness(t)
+	h.opts.ToolNames = map[string]interceptor.ToolName{"CallTool": {Prefix: "mcp.", Fields: []string{"server", "tool"}}}
+	h.opts.IdentifyingFields = map[string][]string{"mcp.crm.update_contact": {"email"}}
+	callTool := func(ctx context.Context, c map[string]any) (string, error) {
+		h.v.hit(ctx)
+		if ctxAttempt(ctx) == 1 {
+			return "", errors.New("connection reset") // reached the vendor: the outcome is unknown
+		}
+		return "ran", nil
+	}
+	wf := func(ctx workflow.Context, calls []map[string]any) ([]string, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1, MaximumAttempts: 3}})
+		var out []string
+		for _, c := range calls {
+			var s string
+			if err := workflow.ExecuteActivity(ctx, "CallTool", c).Get(ctx, &s); err != nil {
+				var ae *temporal.ApplicationError
+				if errors.As(err, &ae) {
+					out = append(out, ae.Type()+": "+ae.Error())
+					continue
+				}
+				out = append(out, "error: "+err.Error())
+				continue
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	gate, err := interceptor.New(h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []map[string]any{
+		{"server": "crm", "tool": "delete_contact", "Tool": "get_contact"},
+		{"server": "crm", "Tool": "get_contact"}, // only a case variant: not the field
+		{"server": "crm", "tool": "update_contact", "email": "a@example.com", "EMAIL": "b@example.com"},
+	}
+	// Map order decides which key a loose reader takes: run it a few times.
+	for range 4 {
+		env := h.suite.NewTestWorkflowEnvironment()
+		env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+		env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "generic"})
+		env.RegisterActivityWithOptions(callTool, activity.RegisterOptions{Name: "CallTool"})
+		env.ExecuteWorkflow("generic", calls)
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		if err := env.GetWorkflowResult(&out); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range [][]string{
+			{interceptor.ErrTypeArgsInvalid, "CallTool", `"Tool"`, `"tool"`, "Nothing was run", "Next step"},
+			{interceptor.ErrTypeArgsInvalid, "CallTool", `"Tool"`, `"tool"`, "Next step"},
+			{interceptor.ErrTypeArgsInvalid, "mcp.crm.update_contact", "ambiguous", `"EMAIL"`, `"email"`, "Nothing was run", "Next step"},
+		} {
+			for _, w := range want {
+				if !strings.Contains(out[i], w) {
+					t.Errorf("call %d (%v): %q lacks %q", i, calls[i], out[i], w)
+				}
+			}
+		}
+		if n := h.v.count(); n != 0 {
+			t.Fatalf("the tool ran %d times; a call with an ambiguous field must not run", n)
+		}
+	}
+}
