@@ -71,6 +71,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	c := &call{r: r, ctx: ctx, info: info, name: info.ActivityType.Name, now: r.opts.Now()}
+	// Until this attempt has stored its outcome (or its lease passed), the plugin
+	// must not close the store under it.
+	defer r.inflight.done(r.inflight.add(claimLease(info.Deadline, c.now, r.opts.ClockSkew)))
 	name, err := r.opts.effectiveName(c.name, in.Args)
 	if err != nil {
 		c.classify()

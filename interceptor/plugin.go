@@ -50,9 +50,11 @@ type PluginOptions struct {
 	ProbeTimeout time.Duration
 
 	// CloseStore makes the plugin close Options.Store (when it has a Close method)
-	// once, when the last worker it started has stopped — or failed to start. Set it
-	// when the plugin's workers are the store's only users. Optional: false leaves the
-	// store to the caller.
+	// once, when the last worker it started has stopped — or failed to start — and
+	// the gated activity attempts still running (Worker.Stop waits for them only
+	// WorkerStopTimeout) have stored their outcome or passed their leases: Stop
+	// returns after that. Set it when the plugin's workers are the store's only
+	// users. Optional: false leaves the store to the caller.
 	CloseStore bool
 
 	// Logger receives the census at worker start. Optional: nil means the logger of
@@ -234,9 +236,10 @@ func (pl *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOpt
 	return err
 }
 
-// StopWorker lets the worker stop (polling ends, running activities finish), then
-// closes the store when PluginOptions.CloseStore asks for it and no other worker of
-// this plugin still runs.
+// StopWorker lets the worker stop (polling ends; running activities get
+// WorkerStopTimeout to finish), then, when PluginOptions.CloseStore asks for it and
+// no other worker of this plugin still runs, waits for the gated attempts still
+// running to store their outcome (or pass their leases) and closes the store.
 func (pl *Plugin) StopWorker(ctx context.Context, o worker.PluginStopWorkerOptions, next func(context.Context, worker.PluginStopWorkerOptions)) {
 	next(ctx, o)
 	pl.stopped(o.WorkerInstanceKey)
@@ -386,10 +389,20 @@ func (pl *Plugin) stopped(instanceKey string) {
 		return
 	}
 	pl.closeOnce.Do(func() {
-		if c, ok := pl.gate.opts.Store.(io.Closer); ok {
-			if err := c.Close(); err != nil {
-				pl.logger().Warn("idemgate: closing the store failed", "error", err)
-			}
+		c, ok := pl.gate.opts.Store.(io.Closer)
+		if !ok {
+			return
+		}
+		// Worker.Stop waits for running activities only WorkerStopTimeout (by default
+		// not at all): an attempt still running must store its outcome before the
+		// store closes, or the vendor acted and every later attempt is refused.
+		pl.gate.inflight.wait(context.Background(), pl.gate.opts.Now, func(n int, until time.Time) {
+			pl.logger().Info(fmt.Sprintf("idemgate: the store stays open until the %d gated activity attempts still "+
+				"running have stored their outcome (at the latest until their leases pass, %s)", n,
+				until.UTC().Format(time.RFC3339)), "inFlight", n)
+		})
+		if err := c.Close(); err != nil {
+			pl.logger().Warn("idemgate: closing the store failed", "error", err)
 		}
 	})
 }
