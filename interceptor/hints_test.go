@@ -236,3 +236,57 @@ func TestToolNameCaseVariantRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestHintsLowerFlaggedNameToItsVerbs: a flagged name (its grammar cannot tell) may
+// be lowered by hints, but only down to the most severe word in it that is a verb
+// wherever it stands. github-mcp-server's and kubernetes-mcp-server's resource-first
+// reads become reads with readOnlyHint; a destructive verb stays destructive.
+func TestHintsLowerFlaggedNameToItsVerbs(t *testing.T) {
+	ro := interceptor.Hints{ReadOnly: ptr(true), From: "mcp server github"}
+	idem := interceptor.Hints{ReadOnly: ptr(false), Destructive: ptr(false), Idempotent: ptr(true), From: "mcp server github"}
+	cases := []struct {
+		name        string
+		hints       interceptor.Hints
+		want        interceptor.Effect
+		review      bool
+		contradicts bool
+	}{
+		{"actions_get", ro, interceptor.Read, false, false},
+		{"actions_list", ro, interceptor.Read, false, false},
+		{"issue_read", ro, interceptor.Read, false, false},
+		{"projects_get", ro, interceptor.Read, false, false},
+		{"pods_list", ro, interceptor.Read, false, false},
+		{"pods_get", ro, interceptor.Read, false, false},
+		{"namespaces_list", ro, interceptor.Read, false, false},
+		{"labels_update", idem, interceptor.IdempotentWrite, false, false},
+		// Never below a verb that is a verb wherever it stands.
+		{"orders_cancel", ro, interceptor.Destructive, true, true},
+		{"pods_delete", ro, interceptor.Destructive, true, true},
+		{"pods_exec", ro, interceptor.Destructive, true, true},
+		{"OrderCreate", ro, interceptor.IdempotentWrite, true, true},
+		{"charges_create", ro, interceptor.Destructive, true, true}, // a create that moves money
+		{"ProcessPayment", ro, interceptor.Destructive, true, true},
+		{"CheckIn", ro, interceptor.Destructive, true, true},
+		{"FetchNextJob", ro, interceptor.Destructive, true, true},
+		{"InvokeModel", ro, interceptor.Destructive, true, true},
+		{"aws.ec2.MonitorInstances", ro, interceptor.Destructive, true, true},
+		// A name that was not flagged is never lowered.
+		{"delete_contact", ro, interceptor.Destructive, false, true},
+	}
+	for _, c := range cases {
+		o := interceptor.Options{Hints: map[string]interceptor.Hints{c.name: c.hints}}
+		got := o.Classify(c.name)
+		if got.Effect != c.want || got.Review != c.review || got.Contradicts != c.contradicts {
+			t.Errorf("%s with hints saying %s: got %s review=%v contradicts=%v (%s); want %s review=%v contradicts=%v",
+				c.name, c.hints.Effect(), got.Effect, got.Review, got.Contradicts, got.Reason(), c.want, c.review, c.contradicts)
+		}
+		if got.Effect < interceptor.Classify(c.name).Effect && (got.Source != interceptor.SourceHintLowered ||
+			got.Source.EffectSource() != store.EffectByHint) {
+			t.Errorf("%s lowered by hints: source %s, want %s recorded as %s", c.name, got.Source,
+				interceptor.SourceHintLowered, store.EffectByHint)
+		}
+	}
+	if r := (interceptor.Options{Hints: map[string]interceptor.Hints{"actions_get": ro}}).Classify("actions_get").Reason(); !strings.Contains(r, `"get"`) || !strings.Contains(r, "mcp server github") {
+		t.Errorf("reason of a lowered name: %q", r)
+	}
+}
