@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"reflect"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -37,8 +36,9 @@ const probeActivity = "idemgate.probe"
 type PluginOptions struct {
 	// StoreName names the store in the log and in the error that keeps a worker from
 	// starting, e.g. "postgres://app@db.internal/idemgate" or "sqlite idemgate.db". A
-	// password in it (URL user info, or password=…) is shown as xxxxx, and scrubbed
-	// from the store's own error text. Optional: "" names the store by its Go type.
+	// secret in it (URL user info, ?password=…, password='…' and other secret
+	// key=value pairs) is shown as xxxxx, and scrubbed from the store's own error
+	// text, by the module's one redaction. Optional: "" names the store by its Go type.
 	StoreName string
 
 	// Strict refuses to start a worker while any registered activity is flagged for
@@ -335,14 +335,11 @@ func (pl *Plugin) probe(ctx context.Context, instanceKey string) error {
 // storeDown is the error that keeps a worker from starting: it names the store
 // (password redacted) and the fix; errors.Is sees the store's error.
 func (pl *Plugin) storeDown(what string, err error) error {
-	name, secret := redactStoreName(pl.p.StoreName)
+	name := secrets.Redact(pl.p.StoreName)
 	if name == "" {
 		name = fmt.Sprintf("%T", pl.gate.opts.Store)
 	}
-	cause := err.Error()
-	if secret != "" {
-		cause = strings.ReplaceAll(cause, secret, "xxxxx")
-	}
+	cause := secrets.Scrub(err.Error(), pl.p.StoreName)
 	return &probeError{err: err, msg: fmt.Sprintf("idemgate: the worker did not start: the store %s could not %s "+
 		"within %v: %s. Next step: check that %s is up and this worker can reach and write to it (address, "+
 		"credentials, grants, disk), and that its schema is migrated (sqlite.Open and postgres.Open migrate), "+
@@ -356,23 +353,6 @@ type probeError struct {
 
 func (e *probeError) Error() string { return e.msg }
 func (e *probeError) Unwrap() error { return e.err }
-
-var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
-
-// redactStoreName shows a store name without its password, and returns the
-// password so it can be scrubbed from error text.
-func redactStoreName(name string) (shown, secret string) {
-	if u, err := url.Parse(name); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			return u.Redacted(), pw
-		}
-		return name, ""
-	}
-	if m := passwordKV.FindStringSubmatch(name); m != nil {
-		return passwordKV.ReplaceAllString(name, "${1}xxxxx"), strings.Trim(m[2], "'")
-	}
-	return name, ""
-}
 
 // stopped forgets a worker; when none of the plugin's workers runs any more and
 // CloseStore is set, it closes the store, once.

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/mcptools"
 )
 
@@ -66,7 +67,7 @@ func (c *cli) census(args []string) error {
 		defer cancel()
 		b, err := mcptools.Dial(ctx, *mcpName, tr, mcptools.Options{})
 		if err != nil {
-			return err
+			return secrets.ScrubError(err, *mcpURL) // the URL may carry credentials
 		}
 		defer b.Session().Close()
 		rep, names = b.Census(interceptor.Options{}), b.Names()
