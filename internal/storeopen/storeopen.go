@@ -142,9 +142,6 @@ func PermissionWarning(spec string) string {
 		"and results; make it owner-only: chmod 600 %s*", strings.Join(loose, ", "), spec)
 }
 
-// redacted is what a password is replaced with.
-const redacted = secrets.Mask
-
 // Redact returns spec with every password replaced by xxxxx, for messages: it is
 // secrets.Redact, the module's one redaction (the password of a URL's user info,
 // secret query parameters such as password=, and secret pairs of the key=value
