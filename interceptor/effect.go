@@ -80,8 +80,10 @@ type Classification struct {
 	// says who claims it (Hints.From).
 	Hinted   Effect
 	HintFrom string
-	// Contradicts is true when the hints claim a lower effect than the name reads as:
-	// the name's class stands (hints only tighten), and a person should look.
+	// Contradicts is true when the hints claim a lower effect than the name allows
+	// (below a verb-list match, or below a flagged name's most severe verb): the
+	// name's class stands (a flagged name is lowered only as far as its verbs allow),
+	// and a person should look.
 	Contradicts bool
 	also        why // a flagged part other than the deciding one
 	// floor is the lowest class hints may bring this name to when it is flagged: the
@@ -826,8 +828,12 @@ func (c Classification) hintNote() string {
 	switch {
 	case c.Hinted == 0:
 		return ""
+	case c.Contradicts && c.Source == SourceHintLowered:
+		return fmt.Sprintf(" [hints of %s say %s: lower than the name's verbs allow, lowered only to %s]", c.hintFrom(),
+			c.Hinted, c.Effect)
 	case c.Contradicts:
-		return fmt.Sprintf(" [hints of %s say %s: contradict the name, ignored (hints only tighten)]", c.hintFrom(), c.Hinted)
+		return fmt.Sprintf(" [hints of %s say %s: contradict the name, ignored (a verb-list match is never lowered)]",
+			c.hintFrom(), c.Hinted)
 	}
 	return fmt.Sprintf(" [hints of %s say %s]", c.hintFrom(), c.Hinted)
 }

@@ -290,3 +290,30 @@ func TestHintsLowerFlaggedNameToItsVerbs(t *testing.T) {
 		t.Errorf("reason of a lowered name: %q", r)
 	}
 }
+
+// TestToolNameCaseVariantRefusedOnTheActivitySide: the activity worker reads the
+// tool field itself (its workflow worker may run another version, or none of the
+// gate's ToolNames): a case variant is refused there too, before the body runs.
+func TestToolNameCaseVariantRefusedOnTheActivitySide(t *testing.T) {
+	h := newHarness(t)
+	h.opts.ToolNames = map[string]interceptor.ToolName{"CallTool": {Prefix: "mcp.", Fields: []string{"server", "tool"}}}
+	gate, err := interceptor.New(h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	env := h.suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	env.RegisterActivityWithOptions(func(ctx context.Context, c map[string]any) (string, error) {
+		ran = true
+		return "ran", nil
+	}, activity.RegisterOptions{Name: "CallTool"})
+	_, err = env.ExecuteActivity("CallTool", map[string]any{"server": "crm", "tool": "delete_contact", "Tool": "get_contact"})
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != interceptor.ErrTypeArgsInvalid || !strings.Contains(err.Error(), `"Tool" and "tool"`) {
+		t.Fatalf("err = %v; want %s naming both keys", err, interceptor.ErrTypeArgsInvalid)
+	}
+	if ran {
+		t.Fatal("the tool ran")
+	}
+}
