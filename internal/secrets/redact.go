@@ -75,6 +75,9 @@ func (e scrubbed) Unwrap() error { return e.err }
 func Secret(name string) bool {
 	n := strings.ToLower(name)
 	n = strings.NewReplacer("-", "", "_", "", ".", "").Replace(n)
+	if n == "key" || n == "code" { // Google's ?key=API_KEY; an OAuth authorization code
+		return true
+	}
 	for _, w := range secretWords {
 		if strings.Contains(n, w) {
 			return true

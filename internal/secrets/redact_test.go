@@ -27,6 +27,7 @@ func TestRedactEveryForm(t *testing.T) {
 		{"https://mcp.example.com/mcp?api_key=" + pw, "https://mcp.example.com/mcp?api_key=xxxxx"},
 		{"https://mcp.example.com/mcp?apiKey=" + pw, "https://mcp.example.com/mcp?apiKey=xxxxx"},
 		{"https://mcp.example.com/mcp?X-Amz-Signature=" + pw, "https://mcp.example.com/mcp?X-Amz-Signature=xxxxx"},
+		{"https://maps.example.com/api?key=" + pw + "&q=x", "https://maps.example.com/api?key=xxxxx&q=x"},
 		{"https://mcp.example.com/cb#access_token=" + pw + "&state=s", "https://mcp.example.com/cb#access_token=xxxxx&state=s"},
 		// Text: an error that quotes the URL, a flag value, a DSN in a sentence.
 		{`Post "https://mcp.example.com/mcp?token=` + pw + `": dial tcp: connection refused`,
