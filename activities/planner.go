@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemgate/idemgate/internal/secrets"
 )
 
 // Step is what a planner decides next: a tool call, or done.
@@ -214,7 +216,7 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return Step{}, temporal.NewNonRetryableApplicationError("idemgate/activities: chat planner: "+err.Error(), ErrTypePlanInvalid, nil)
+		return Step{}, temporal.NewNonRetryableApplicationError("idemgate/activities: chat planner: "+secrets.Scrub(err.Error(), c.BaseURL), ErrTypePlanInvalid, nil)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.APIKey != "" {
@@ -226,12 +228,12 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return Step{}, fmt.Errorf("idemgate/activities: chat planner: %w", err)
+		return Step{}, fmt.Errorf("idemgate/activities: chat planner: %w", secrets.ScrubError(err, c.BaseURL))
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode != http.StatusOK {
-		return Step{}, fmt.Errorf("idemgate/activities: chat planner: %s answered %d: %.300s", c.BaseURL, resp.StatusCode, raw)
+		return Step{}, fmt.Errorf("idemgate/activities: chat planner: %s answered %d: %.300s", secrets.Redact(c.BaseURL), resp.StatusCode, raw)
 	}
 	var out struct {
 		Choices []struct {

@@ -59,3 +59,22 @@ func TestChatPlannerOffersMCPTools(t *testing.T) {
 		t.Fatalf("CheckCall: %v", err)
 	}
 }
+
+// TestChatPlannerErrorsHideCredentials: a model API root may carry credentials
+// (user info, ?api-key= for some gateways); the planner's errors do not print them.
+func TestChatPlannerErrorsHideCredentials(t *testing.T) {
+	const pw = "Zq7-PW"
+	chat := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+	}))
+	defer chat.Close()
+	for _, base := range []string{
+		strings.Replace(chat.URL, "http://", "http://u:"+pw+"@", 1), // answered 503
+		"http://127.0.0.1:1/v1/openai/deployments/m?api-key=" + pw,  // unreachable
+	} {
+		_, err := activities.ChatPlanner{BaseURL: base, Model: "m"}.Next(context.Background(), activities.PlanInput{Goal: "g"})
+		if err == nil || strings.Contains(err.Error(), pw) {
+			t.Errorf("BaseURL %s: %v; want an error without the credentials", base, err)
+		}
+	}
+}

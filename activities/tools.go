@@ -27,6 +27,7 @@ import (
 
 	"github.com/idemgate/idemgate/idemhttp"
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -46,7 +47,7 @@ func New(ep Endpoints) (*Tools, error) {
 	for name, u := range map[string]string{"docs": ep.Docs, "crm": ep.CRM, "tickets": ep.Tickets,
 		"payments": ep.Payments, "email": ep.Email, "chat": ep.Chat} {
 		if _, err := url.ParseRequestURI(u); err != nil || u == "" {
-			return nil, fmt.Errorf("idemgate/activities: the %s endpoint %q is not a URL: give the vendor's base URL, e.g. http://127.0.0.1:8080", name, u)
+			return nil, fmt.Errorf("idemgate/activities: the %s endpoint %q is not a URL: give the vendor's base URL, e.g. http://127.0.0.1:8080", name, secrets.Redact(u))
 		}
 	}
 	client := func(p idemhttp.Profile) *http.Client {
@@ -175,7 +176,7 @@ func (t *Tools) call(ctx context.Context, c *http.Client, method, u string, body
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("idemgate/activities: %s %s: %w", method, redact(u), err)
+		return fmt.Errorf("idemgate/activities: %s %s: %w", method, redact(u), secrets.ScrubError(err, u))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -197,10 +198,11 @@ func (t *Tools) call(ctx context.Context, c *http.Client, method, u string, body
 	}
 }
 
+// redact shows a vendor URL without its query and without credentials.
 func redact(u string) string {
 	if p, err := url.Parse(u); err == nil {
 		p.RawQuery = ""
-		return p.String()
+		return secrets.Redact(p.String())
 	}
-	return u
+	return secrets.Redact(u)
 }

@@ -54,6 +54,34 @@ const (
 	CharsetAlnumDashUnderscore = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
 )
 
+// Outcome is what a vendor's answer means for the write: the value of
+// Answer.Outcome. It is the gate's own type, so the constants below are what the
+// gate reads; a profile written outside this module names them as
+// idemhttp.InFlight, idemhttp.Conflict, ….
+type Outcome = attempt.Outcome
+
+// Outcomes for Answer.Outcome.
+const (
+	// Unknown: the request may have reached the vendor and the answer does not
+	// tell whether the write happened (a 5xx from a vendor that does not deduplicate).
+	// A destructive retry is refused.
+	Unknown Outcome = attempt.Unknown
+	// NotSent: the request certainly never reached the vendor. The transport reports
+	// it itself (dial refused, context done before the request was written); an
+	// answer from the vendor proves it reached the vendor, so do not map one to it.
+	NotSent Outcome = attempt.NotSent
+	// Rejected: the vendor answered that it did not perform the write (a 4xx
+	// rejection): the claim is released and a retry may run.
+	Rejected Outcome = attempt.Rejected
+	// Committed: the vendor answered that the write happened (with Replayed, that it
+	// replayed an earlier one).
+	Committed Outcome = attempt.Committed
+	// InFlight: the vendor says a request with the same key is still being processed.
+	InFlight Outcome = attempt.InFlight
+	// Conflict: the vendor says the key was used with another payload.
+	Conflict Outcome = attempt.Conflict
+)
+
 // Answer maps one kind of vendor answer to an outcome. All set conditions must hold; the
 // first Answer that matches wins, and answers no Answer matches are mapped by status
 // class (2xx committed, 4xx rejected, anything else unknown).
@@ -67,8 +95,9 @@ type Answer struct {
 	// Header and Value: the response header must equal Value (case-insensitive).
 	// Optional: "" matches any headers.
 	Header, Value string
-	// Outcome is what this answer means for the write.
-	Outcome attempt.Outcome
+	// Outcome is what this answer means for the write (Committed, Rejected,
+	// InFlight, Conflict or Unknown).
+	Outcome Outcome
 	// Replayed: the answer says the vendor replayed an earlier result (GoCardless's 409
 	// idempotent_creation_conflict means the create happened).
 	Replayed bool
@@ -136,8 +165,8 @@ var (
 		Name: "stripe", Where: InHeader, Field: "Idempotency-Key", MaxLen: 255,
 		Dedupes: true, Window: 24 * time.Hour,
 		Answers: []Answer{
-			{Status: 409, Code: "idempotency_key_in_use", Outcome: attempt.InFlight},
-			{Status: 400, Code: "idempotency_error", Outcome: attempt.Conflict},
+			{Status: 409, Code: "idempotency_key_in_use", Outcome: InFlight},
+			{Status: 400, Code: "idempotency_error", Outcome: Conflict},
 		},
 		ReplayHeader: "Idempotent-Replayed", ReplayValue: "true",
 	}
@@ -151,7 +180,7 @@ var (
 	CheckoutCom = Profile{
 		Name: "checkout.com", Where: InHeader, Field: "Cko-Idempotency-Key", UUIDOnly: true,
 		Dedupes: true, Window: 24 * time.Hour,
-		Answers: []Answer{{Status: 409, Outcome: attempt.InFlight}},
+		Answers: []Answer{{Status: 409, Outcome: InFlight}},
 	}
 	// PayPal: PayPal-Request-Id header, 1–108 chars (Orders v2), kept 6 h (up to 72 h).
 	PayPal = Profile{
@@ -163,7 +192,7 @@ var (
 	Square = Profile{
 		Name: "square", Where: InBody, Field: "idempotency_key", MinLen: 1, MaxLen: 45,
 		Dedupes: true,
-		Answers: []Answer{{Code: "IDEMPOTENCY_KEY_REUSED", Outcome: attempt.Conflict}},
+		Answers: []Answer{{Code: "IDEMPOTENCY_KEY_REUSED", Outcome: Conflict}},
 	}
 	// Plaid: idempotency_key in the JSON body of transfer creates, ≤50 chars, 24 h
 	// (Plaid's Transfer reference).
@@ -182,13 +211,13 @@ var (
 	AmazonPay = Profile{
 		Name: "amazon-pay", Where: InHeader, Field: "x-amz-pay-idempotency-key", MaxLen: 32,
 		Charset: CharsetAlnumDashUnderscore, Dedupes: true, Window: NoExpiry,
-		Answers: []Answer{{Code: "DuplicateIdempotencyKey", Outcome: attempt.Conflict}},
+		Answers: []Answer{{Code: "DuplicateIdempotencyKey", Outcome: Conflict}},
 	}
 	// Increase: Idempotency-Key header, ≤200 chars, window not published.
 	Increase = Profile{
 		Name: "increase", Where: InHeader, Field: "Idempotency-Key", MaxLen: 200, Dedupes: true,
 		Answers: []Answer{
-			{Status: 409, Code: "idempotency_key_already_used_error", Outcome: attempt.Conflict},
+			{Status: 409, Code: "idempotency_key_already_used_error", Outcome: Conflict},
 		},
 		ReplayHeader: "Idempotent-Replayed", ReplayValue: "true",
 	}
@@ -196,7 +225,7 @@ var (
 	ModernTreasury = Profile{
 		Name: "modern-treasury", Where: InHeader, Field: "Idempotency-Key",
 		Dedupes: true, Window: 24 * time.Hour,
-		Answers: []Answer{{Status: 409, Outcome: attempt.InFlight}},
+		Answers: []Answer{{Status: 409, Outcome: InFlight}},
 	}
 	// Lithic: Idempotency-Key header, a UUID, at least 24 h.
 	Lithic = Profile{
@@ -209,34 +238,34 @@ var (
 	GoCardless = Profile{
 		Name: "gocardless", Where: InHeader, Field: "Idempotency-Key", Dedupes: true,
 		Answers: []Answer{
-			{Status: 409, Code: "idempotent_creation_conflict", Outcome: attempt.Committed, Replayed: true},
+			{Status: 409, Code: "idempotent_creation_conflict", Outcome: Committed, Replayed: true},
 		},
 	}
 	// Zendesk: Idempotency-Key header on POST /tickets, about 2 h.
 	Zendesk = Profile{
 		Name: "zendesk", Where: InHeader, Field: "Idempotency-Key",
 		Dedupes: true, Window: 2 * time.Hour,
-		Answers:      []Answer{{Status: 400, Code: "IdempotentRequestError", Outcome: attempt.Conflict}},
+		Answers:      []Answer{{Status: 400, Code: "IdempotentRequestError", Outcome: Conflict}},
 		ReplayHeader: "X-Idempotency-Lookup", ReplayValue: "hit",
 	}
 	// Telnyx: Idempotency-Key header, 1–255 chars of [A-Za-z0-9_:-], 24 h.
 	Telnyx = Profile{
 		Name: "telnyx", Where: InHeader, Field: "Idempotency-Key", MinLen: 1, MaxLen: 255,
 		Charset: CharsetAlnumDashUnderscore + ":", Dedupes: true, Window: 24 * time.Hour,
-		Answers: []Answer{{Status: 422, Outcome: attempt.Conflict}},
+		Answers: []Answer{{Status: 422, Outcome: Conflict}},
 	}
 	// Worldline: X-GCS-Idempotence-Key header, ≤40 ASCII chars, at least 24 h; 409
 	// while running.
 	Worldline = Profile{
 		Name: "worldline", Where: InHeader, Field: "X-GCS-Idempotence-Key", MaxLen: 40,
 		Dedupes: true, Window: 24 * time.Hour,
-		Answers: []Answer{{Status: 409, Outcome: attempt.InFlight}},
+		Answers: []Answer{{Status: 409, Outcome: InFlight}},
 	}
 	// Moov: X-Idempotency-Key header, ≤36 chars, never expires; 409 on reuse.
 	Moov = Profile{
 		Name: "moov", Where: InHeader, Field: "X-Idempotency-Key", MaxLen: 36,
 		Dedupes: true, Window: NoExpiry,
-		Answers: []Answer{{Status: 409, Outcome: attempt.Conflict}},
+		Answers: []Answer{{Status: 409, Outcome: Conflict}},
 	}
 	// IETF: draft-ietf-httpapi-idempotency-key-header, the key as a structured-field
 	// string ("…"); 409 while running, 422 on reuse with another payload. The server
@@ -244,8 +273,8 @@ var (
 	IETF = Profile{
 		Name: "ietf", Where: InHeader, Field: "Idempotency-Key", Quoted: true, Dedupes: true,
 		Answers: []Answer{
-			{Status: 409, Outcome: attempt.InFlight},
-			{Status: 422, Outcome: attempt.Conflict},
+			{Status: 409, Outcome: InFlight},
+			{Status: 422, Outcome: Conflict},
 		},
 	}
 	// Google: Google Cloud's requestId query parameter, a non-zero UUID, at least 60 min.
@@ -260,8 +289,8 @@ var (
 		Name: "azure", Where: InAzureHeaders, UUIDOnly: true,
 		Dedupes: true, Window: 5 * time.Minute,
 		Answers: []Answer{
-			{Status: 409, Outcome: attempt.InFlight},
-			{Status: 400, Header: "Repeatability-Result", Value: "rejected", Outcome: attempt.Conflict},
+			{Status: 409, Outcome: InFlight},
+			{Status: 400, Header: "Repeatability-Result", Value: "rejected", Outcome: Conflict},
 		},
 	}
 	// NoKey: vendors that take no key for their writes (SendGrid, Postmark, Mailgun,

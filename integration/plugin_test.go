@@ -472,3 +472,117 @@ func TestPluginReplaysDemoHistory(t *testing.T) {
 		})
 	}
 }
+
+// closeWatch is a SQLite store whose Close is seen by the test.
+type closeWatch struct {
+	*sqlite.Store
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (c *closeWatch) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Store.Close()
+}
+
+// With CloseStore and the SDK's default WorkerStopTimeout (0: Stop does not wait for
+// running activities), a destructive write still running at Stop must store its
+// outcome before the store closes: the vendor acted, and a later attempt must get
+// the stored result, not a refusal that only `idemgate resolve` lifts.
+func TestPluginStopWaitsForRunningWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idemgate.db")
+	open := func() *sqlite.Store {
+		st, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := &closeWatch{Store: open(), closed: make(chan struct{})}
+	logs := &logLines{}
+	pl := newPlugin(t, interceptor.Options{Store: st}, interceptor.PluginOptions{CloseStore: true, Logger: logs})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var sent atomic.Int32
+	charge := func(ctx context.Context, n int) (string, error) {
+		if sent.Add(1) == 1 {
+			close(entered)
+			<-release // the vendor call in flight; it does not watch ctx
+		}
+		return "charged", nil
+	}
+	register := func(w worker.Worker) {
+		w.RegisterWorkflow(Steps)
+		w.RegisterActivityWithOptions(charge, activity.RegisterOptions{Name: "ChargeCard"})
+	}
+	q := queueName(t)
+	w := worker.New(server.GetDefaultClient(), q, worker.Options{Plugins: []worker.Plugin{pl}})
+	register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, c: server.GetDefaultClient(), queue: q}
+	run := r.start("plugin-stop-inflight-"+q, Steps, []string{"ChargeCard"})
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the activity did not start")
+	}
+	stopped := make(chan struct{})
+	go func() { w.Stop(); close(stopped) }()
+	// Let the vendor answer once the store is closed (the defect) or once the plugin
+	// says it keeps it open for the running attempt (the fix).
+	deadline := time.Now().Add(time.Minute)
+	for {
+		select {
+		case <-st.closed:
+		default:
+			if len(logs.with("store stays open")) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("Stop neither closed the store nor waited for the running attempt")
+				}
+				time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+				continue
+			}
+		}
+		break
+	}
+	select {
+	case <-st.closed:
+		t.Error("the store was closed while the write was still running")
+	default:
+	}
+	close(release)
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		t.Fatal("Stop did not return after the running attempt finished")
+	}
+	select {
+	case <-st.closed:
+	default:
+		t.Fatal("the store was not closed after the last worker stopped")
+	}
+
+	// The outcome is on record.
+	st2 := open()
+	defer st2.Close()
+	ran, err := st2.Receipts(context.Background(), store.ReceiptFilter{Activity: "ChargeCard", Decision: store.DecisionRan})
+	if err != nil || len(ran) != 1 {
+		t.Fatalf("receipts of the finished charge: %+v %v; want one %q", ran, err, store.DecisionRan)
+	}
+	// A later attempt (on a worker with the store reopened) gets the stored result.
+	pl2 := newPlugin(t, interceptor.Options{Store: st2}, interceptor.PluginOptions{Logger: &logLines{}})
+	w2 := worker.New(server.GetDefaultClient(), q, worker.Options{Plugins: []worker.Plugin{pl2}})
+	register(w2)
+	if err := w2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	out, err := r.result(run)
+	if err != nil || len(out) != 1 || out[0] != "charged" {
+		t.Fatalf("workflow = %q, %v; want the charge's result", out, err)
+	}
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("the charge ran %d times, want once", n)
+	}
+}

@@ -80,10 +80,16 @@ type Classification struct {
 	// says who claims it (Hints.From).
 	Hinted   Effect
 	HintFrom string
-	// Contradicts is true when the hints claim a lower effect than the name reads as:
-	// the name's class stands (hints only tighten), and a person should look.
+	// Contradicts is true when the hints claim a lower effect than the name allows
+	// (below a verb-list match, or below a flagged name's most severe verb): the
+	// name's class stands (a flagged name is lowered only as far as its verbs allow),
+	// and a person should look.
 	Contradicts bool
 	also        why // a flagged part other than the deciding one
+	// floor is the lowest class hints may bring this name to when it is flagged: the
+	// most severe word in it that is a verb wherever it stands (floorWord).
+	floor     Effect
+	floorWord string
 }
 
 // Word lists. A token is matched whole and case-insensitively: plurals and
@@ -110,6 +116,9 @@ type word struct {
 	take   bool // retrieval verb that dequeues when followed by "next"
 	makes  bool // creating verb: with a money object it moves money
 	vague  bool // says nothing of the effect ("process"): destructive, flagged
+	object bool // whether it acts depends on its object ("InvokeModel", "MonitorInstances"): flagged
+	task   bool // as the object of a retrieval verb, work taken off a queue ("GetActivityTask")
+	queue  bool // as the object of poll/pull, a queue polled for work ("PollActivityTaskQueue")
 }
 
 var words = func() map[string]*word {
@@ -128,8 +137,8 @@ var words = func() map[string]*word {
 	add(Read, rVerb, `get list search find fetch read query lookup look describe show count check validate
 		view poll browse retrieve scan inspect preview estimate calculate compute summarize summarise
 		classify extract transform parse render explain plan analyze analyse compare diff download lint
-		is has exists translate format rank score match recommend suggest trace detect measure evaluate
-		audit monitor peek pull`)
+		is has exists translate rank score match recommend suggest trace detect measure evaluate
+		audit peek pull`)
 	add(IdempotentWrite, rVerb, `create update set upsert put patch replace save write register upload
 		assign unassign enable disable configure sync ensure mark rename move copy attach link unlink
 		archive unarchive add insert import init initialize prepare activate deactivate subscribe
@@ -147,7 +156,7 @@ var words = func() map[string]*word {
 	add(Destructive, rNounVerb, `order email mail charge post message text sms call page bill invoice
 		transfer ship book process schedule trade share comment reply alert release sign trigger fire
 		reset signal credit debit issue report record log push contact return stream handle refund
-		deposit payout capture`)
+		deposit payout capture monitor format`)
 	add(Destructive, rEither, `verify test ping watch load convert say generate receive wait await`)
 	add(0, rConj, "and then or plus")
 	add(0, rWith, "with")
@@ -162,6 +171,18 @@ var words = func() map[string]*word {
 	}
 	for _, w := range strings.Fields("process handle") {
 		entry(w).vague = true
+	}
+	// Verbs whose object decides whether anything outside changes: InvokeModel asks a
+	// model, InvokeLambda runs code; MonitorInstances turns monitoring on; FormatDisk
+	// erases a disk; StreamCompletion streams a model's answer, StreamEvents publishes.
+	for _, w := range strings.Fields("invoke call stream execute exec monitor format") {
+		entry(w).object = true
+	}
+	for _, w := range strings.Fields("task tasks job jobs work lease leases") {
+		entry(w).task = true
+	}
+	for _, w := range strings.Fields("queue queues") {
+		entry(w).queue = true
 	}
 	for _, w := range strings.Fields("create add insert put upsert save open init initialize register") {
 		entry(w).makes = true
@@ -256,6 +277,8 @@ type verdict struct {
 	review bool
 	verb   string // the verb whose own effect was taken
 	why
+	floor     Effect // see Classification.floor; set here only by rules that fix it
+	floorWord string
 }
 
 // Classify classifies an activity by its name, by grammar rather than by words:
@@ -294,6 +317,8 @@ func Classify(activityName string) Classification {
 	}
 	var best, flagged verdict
 	parts := 0
+	var floor Effect
+	var floorWord string
 	for len(op) > 0 || parts == 0 {
 		end := 0
 		for end < len(op) && !splits(op, end) {
@@ -310,6 +335,14 @@ func Classify(activityName string) Classification {
 		}
 		parts++
 		v := classifyPart(part, context)
+		if v.floor == 0 {
+			v.floor, v.floorWord = floorOf(part, context)
+		} else {
+			v.floorWord = v.word
+		}
+		if v.floor > floor {
+			floor, floorWord = v.floor, v.floorWord
+		}
 		if v.effect > best.effect || v.effect == best.effect && v.review && !best.review {
 			best = v
 		}
@@ -318,7 +351,7 @@ func Classify(activityName string) Classification {
 		}
 	}
 	c := Classification{Effect: best.effect, Review: best.review || flagged.review, Verb: best.verb,
-		Source: best.src, Word: best.word, Other: best.other, Parts: parts}
+		Source: best.src, Word: best.word, Other: best.other, Parts: parts, floor: floor, floorWord: floorWord}
 	if flagged.review && !best.review {
 		c.also = flagged.why
 		c.also.set = true
@@ -379,16 +412,20 @@ func classifyPart(part, context []token) verdict {
 	}
 	v := verdict{effect: first.w.effect, verb: first.w.w, why: why{src: SourceVerb, word: first.w.w}}
 	rest := part[i+1:]
-	if first.w.role == rEither || first.w.vague {
+	if first.w.role == rEither || first.w.vague || first.w.object {
 		v.review, v.src = true, SourceReadOrWrite
 	}
 	if len(rest) > 0 && v.effect == Read {
-		next := rest[0]
+		next, last := rest[0], rest[len(rest)-1]
 		switch {
 		case next.w.role == rParticle && !(first.w.w == "look" && next.w.w == "up"):
-			return verdict{effect: Destructive, review: true, why: why{src: SourcePhrasal, word: first.w.w, other: next.w.w}}
+			return verdict{effect: Destructive, review: true, floor: Destructive, why: why{src: SourcePhrasal, word: first.w.w, other: next.w.w}}
 		case next.w.role == rNext && first.w.take:
-			return verdict{effect: Destructive, review: true, why: why{src: SourceDequeue, word: first.w.w, other: next.w.w}}
+			return verdict{effect: Destructive, review: true, floor: Destructive, why: why{src: SourceDequeue, word: first.w.w, other: next.w.w}}
+		case first.w.take && (last.w.task || last.w.queue && (first.w.w == "poll" || first.w.w == "pull")):
+			// "GetActivityTask", "PollForDecisionTask", "PollActivityTaskQueue": the
+			// retrieval claims the work it returns.
+			return verdict{effect: Destructive, review: true, floor: Destructive, why: why{src: SourceDequeue, word: first.w.w, other: last.w.w}}
 		}
 	}
 	// Verbs in a row ("ExtractTransformLoad") are all verbs; past the run only
@@ -431,6 +468,53 @@ func classifyPart(part, context []token) verdict {
 		}
 	}
 	return v
+}
+
+// floorOf is the most severe word of a part that is a verb wherever it stands
+// (and the word): a verb of the verb lists, or a word that is both noun and verb
+// standing where the verb stands with no other verb in the part ("process" in
+// ProcessPayment, not "issue" in issue_read). A creating verb whose object moves
+// money counts as destructive. Hints may lower a flagged name to it, never below.
+func floorOf(part, context []token) (Effect, string) {
+	var f Effect
+	var w string
+	verbs := false
+	for _, t := range part {
+		if t.w.role == rVerb || t.w.role == rEither {
+			verbs = true
+			if t.w.effect > f {
+				f, w = t.w.effect, t.w.w
+			}
+		}
+	}
+	for _, t := range context {
+		if t.w.role == rVerb && t.w.effect > f {
+			f, w = t.w.effect, t.w.w
+		}
+	}
+	i := 0
+	for i < len(part) && (part[i].w.role == rAux ||
+		part[i].acronym && i+1 < len(part) && (!part[i].verb() || part[i+1].verb())) {
+		i++
+	}
+	if i < len(part) && part[i].w.role == rNounVerb && !verbs && part[i].w.effect > f {
+		f, w = part[i].w.effect, part[i].w.w
+	}
+	if f == IdempotentWrite {
+		for _, t := range part {
+			if !t.w.makes {
+				continue
+			}
+			for _, ts := range [2][]token{part, context} {
+				for _, o := range ts {
+					if m, ok := money(o); ok {
+						return Destructive, m
+					}
+				}
+			}
+		}
+	}
+	return f, w
 }
 
 // money reports whether t names money moving, also in the plural ("payouts").
@@ -503,10 +587,16 @@ const (
 	// SourceHint: the activity's Hints decided — they raised the name's class, or the
 	// name has no known verb and took its class from them.
 	SourceHint
+	// SourceHintLowered: the name is flagged (its grammar cannot tell, as in
+	// "actions_get" or "issue_read") and its Hints claim a lower class; they lowered
+	// it, but never below the most severe word in the name that is a verb wherever it
+	// stands (Classification.Word): "orders_cancel" with readOnlyHint stays
+	// destructive.
+	SourceHintLowered
 )
 
 var sourceNames = [...]string{"none", "verb", "override", "verb-later", "second-verb", "phrasal", "dequeue",
-	"read-or-write", "noun-verb-first", "money", "hint"}
+	"read-or-write", "noun-verb-first", "money", "hint", "hint-lowered"}
 
 // String gives the rule's short name ("verb", "phrasal", …).
 func (s Source) String() string {
@@ -524,7 +614,7 @@ func (s Source) EffectSource() string {
 	switch s {
 	case SourceOverride:
 		return store.EffectByOverride
-	case SourceHint:
+	case SourceHint, SourceHintLowered:
 		return store.EffectByHint
 	}
 	return store.EffectByName
@@ -581,6 +671,17 @@ func (c Classification) reason(src Source, word, other string) string {
 				c.hintFrom(), c.Effect)
 		}
 		return fmt.Sprintf("no known verb in the name; the hints of %s say %s", c.hintFrom(), c.Effect)
+	case SourceHintLowered:
+		if word == "" {
+			return fmt.Sprintf("the name cannot tell and has no verb that stands as one; the hints of %s say %s",
+				c.hintFrom(), c.Effect)
+		}
+		if c.Hinted < c.Effect {
+			return fmt.Sprintf("the name cannot tell; the hints of %s say %s, but %q in the name allows no lower than %s",
+				c.hintFrom(), c.Hinted, word, c.Effect)
+		}
+		return fmt.Sprintf("the name cannot tell; the hints of %s say %s, which %q, the most severe verb in the name, allows",
+			c.hintFrom(), c.Effect, word)
 	}
 	return src.String()
 }
@@ -594,8 +695,11 @@ func (c Classification) hintFrom() string {
 
 // Hints is an untrusted claim about what an activity does: an MCP tool's
 // annotations, a vendor's API description. Hints may raise the class the name reads
-// as, never lower it, and give a class to a name with no known verb (see
-// Options.Hints). nil fields say nothing.
+// as and give a class to a name with no known verb (see Options.Hints). They never
+// lower a verb-list match; a flagged name (its grammar cannot tell: "actions_get",
+// "issue_read") they may lower only down to the most severe word in it that is a
+// verb wherever it stands ("get", "read"; "cancel" in "orders_cancel"). nil fields
+// say nothing.
 type Hints struct {
 	// ReadOnly: the activity changes nothing (MCP readOnlyHint).
 	ReadOnly *bool
@@ -641,7 +745,8 @@ func (o Options) Classify(activityName string) Classification {
 	return c.hinted(h)
 }
 
-// hinted applies untrusted hints to a name's classification: tighten only.
+// hinted applies untrusted hints to a name's classification: they tighten; they
+// lower only a flagged name, and only down to its floor.
 func (c Classification) hinted(h Hints) Classification {
 	he := h.Effect()
 	if he == 0 {
@@ -654,6 +759,16 @@ func (c Classification) hinted(h Hints) Classification {
 		c.Effect, c.Review, c.Source, c.Verb, c.Word, c.Other = he, false, SourceHint, "", "", ""
 	case he > c.Effect:
 		c.Effect, c.Source = he, SourceHint
+	case he < c.Effect && c.Review && max(he, c.floor) < c.Effect:
+		// The grammar could not tell ("actions_get": position; "issue_read": noun or
+		// verb); the hints pick the lower reading, as far as the name's verbs allow.
+		c.Effect, c.Source, c.Verb, c.Word, c.Other, c.also = max(he, c.floor), SourceHintLowered, c.floorWord,
+			c.floorWord, "", why{}
+		if he < c.floor {
+			c.Contradicts = true // the hints claim less than the name's verbs allow: a person should look
+		} else {
+			c.Review = false
+		}
 	case he < c.Effect:
 		c.Contradicts = true
 	}
@@ -713,8 +828,12 @@ func (c Classification) hintNote() string {
 	switch {
 	case c.Hinted == 0:
 		return ""
+	case c.Contradicts && c.Source == SourceHintLowered:
+		return fmt.Sprintf(" [hints of %s say %s: lower than the name's verbs allow, lowered only to %s]", c.hintFrom(),
+			c.Hinted, c.Effect)
 	case c.Contradicts:
-		return fmt.Sprintf(" [hints of %s say %s: contradict the name, ignored (hints only tighten)]", c.hintFrom(), c.Hinted)
+		return fmt.Sprintf(" [hints of %s say %s: contradict the name, ignored (a verb-list match is never lowered)]",
+			c.hintFrom(), c.Hinted)
 	}
 	return fmt.Sprintf(" [hints of %s say %s]", c.hintFrom(), c.Hinted)
 }

@@ -253,3 +253,42 @@ func TestClassifyReasons(t *testing.T) {
 		t.Errorf("override: %+v %q", got, got.Reason())
 	}
 }
+
+// TestClassifyObjectDecides: verbs whose object decides whether anything outside
+// changes are flagged, never read — a model call is not refused for good unnoticed,
+// and turning monitoring on or claiming a task is not a read.
+func TestClassifyObjectDecides(t *testing.T) {
+	cases := []struct {
+		name   string
+		effect interceptor.Effect
+		review bool
+		source interceptor.Source
+	}{
+		// Model calls: destructive (a second call may act again) and named for review.
+		{"InvokeModel", interceptor.Destructive, true, interceptor.SourceReadOrWrite},
+		{"StreamCompletion", interceptor.Destructive, true, interceptor.SourceReadOrWrite},
+		{"CallLLM", interceptor.Destructive, true, interceptor.SourceReadOrWrite},
+		{"ExecuteQuery", interceptor.Destructive, true, interceptor.SourceReadOrWrite},
+		// Two false reads and their family.
+		{"aws.ec2.MonitorInstances", interceptor.Destructive, true, interceptor.SourceReadOrWrite},
+		{"aws.sfn.GetActivityTask", interceptor.Destructive, true, interceptor.SourceDequeue},
+		{"swf.PollForDecisionTask", interceptor.Destructive, true, interceptor.SourceDequeue},
+		{"PollActivityTaskQueue", interceptor.Destructive, true, interceptor.SourceDequeue},
+		{"FetchJobs", interceptor.Destructive, true, interceptor.SourceDequeue},
+		{"FormatDisk", interceptor.Destructive, true, interceptor.SourceReadOrWrite},
+		// The same words as nouns, or objects that claim nothing, still read.
+		{"GetMonitor", interceptor.Read, false, interceptor.SourceVerb},
+		{"datadog.monitors.get", interceptor.Read, false, interceptor.SourceVerb},
+		{"GetWorkerSpecificTaskQueue", interceptor.Read, false, interceptor.SourceVerb},
+		{"GetJobStatus", interceptor.Read, false, interceptor.SourceVerb},
+		{"bigquery.jobs.get", interceptor.Read, false, interceptor.SourceVerb},
+		{"GetStream", interceptor.Read, false, interceptor.SourceVerb},
+	}
+	for _, c := range cases {
+		got := interceptor.Classify(c.name)
+		if got.Effect != c.effect || got.Review != c.review || got.Source != c.source {
+			t.Errorf("Classify(%q) = %v review=%v source=%s (%s), want %v review=%v source=%s",
+				c.name, got.Effect, got.Review, got.Source, got.Reason(), c.effect, c.review, c.source)
+		}
+	}
+}

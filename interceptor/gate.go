@@ -71,6 +71,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	c := &call{r: r, ctx: ctx, info: info, name: info.ActivityType.Name, now: r.opts.Now()}
+	// Until this attempt has stored its outcome (or its lease passed), the plugin
+	// must not close the store under it.
+	defer r.inflight.done(r.inflight.add(claimLease(info.Deadline, c.now, r.opts.ClockSkew)))
 	name, err := r.opts.effectiveName(c.name, in.Args)
 	if err != nil {
 		c.classify()
@@ -189,6 +192,12 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 		values := []byte{'{'}
 		for i, f := range fields {
 			v, ok, err := canon.Field(args, f)
+			var amb *canon.AmbiguousError
+			if errors.As(err, &amb) {
+				return "", appError(fmt.Sprintf("idemgate: %s (%s): identifying field %q is ambiguous: %v; the "+
+					"arguments are untrusted input, so the write is refused as invalid arguments. Nothing was run. "+
+					"Next step: send the field under one key only.", c.name, c.effect, f, amb), ErrTypeArgsInvalid, true, 0)
+			}
 			if err != nil || !ok {
 				return "", appError(fmt.Sprintf("idemgate: %s (%s): identifying field %q not found in the arguments %s. "+
 					"Nothing was run. Next step: pass it, or fix Options.IdentifyingFields[%q].",

@@ -30,7 +30,9 @@ func (c *call) giveBack(op func(context.Context, store.Transition) error, d stor
 	}
 	activity.GetLogger(c.ctx).Warn("idemgate: could not give the claim back; retrying in the background until its lease passes",
 		"activity", c.name, "key", c.key, "decision", string(d), "error", err)
+	id := c.r.inflight.add(c.lease) // the store stays open for it (PluginOptions.CloseStore)
 	go func() {
+		defer c.r.inflight.done(id)
 		delay := giveBackFirstDelay
 		for c.r.opts.Now().Before(c.lease) {
 			time.Sleep(delay)

@@ -159,3 +159,160 @@ func TestGenericActivityGoesByTheTool(t *testing.T) {
 		t.Errorf("each tool has its own key and class: %+v vs %+v", reads, rs)
 	}
 }
+
+// TestToolNameCaseVariantRefused: the model writes a generic tool activity's
+// arguments, so a second key naming the tool field in another case ("Tool":
+// "get_contact" beside "tool": "delete_contact") must not decide the class. The
+// call is refused as invalid arguments, naming the activity and both keys, and
+// nothing runs; an identifying field given twice in two cases is refused too
+// (which one keys the write would depend on map order).
+func TestToolNameCaseVariantRefused(t *testing.T) {
+	h := newHarness(t)
+	h.opts.ToolNames = map[string]interceptor.ToolName{"CallTool": {Prefix: "mcp.", Fields: []string{"server", "tool"}}}
+	h.opts.IdentifyingFields = map[string][]string{"mcp.crm.update_contact": {"email"}}
+	callTool := func(ctx context.Context, c map[string]any) (string, error) {
+		h.v.hit(ctx)
+		if ctxAttempt(ctx) == 1 {
+			return "", errors.New("connection reset") // reached the vendor: the outcome is unknown
+		}
+		return "ran", nil
+	}
+	wf := func(ctx workflow.Context, calls []map[string]any) ([]string, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1, MaximumAttempts: 3}})
+		var out []string
+		for _, c := range calls {
+			var s string
+			if err := workflow.ExecuteActivity(ctx, "CallTool", c).Get(ctx, &s); err != nil {
+				var ae *temporal.ApplicationError
+				if errors.As(err, &ae) {
+					out = append(out, ae.Type()+": "+ae.Error())
+					continue
+				}
+				out = append(out, "error: "+err.Error())
+				continue
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	gate, err := interceptor.New(h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []map[string]any{
+		{"server": "crm", "tool": "delete_contact", "Tool": "get_contact"},
+		{"server": "crm", "Tool": "get_contact"}, // only a case variant: not the field
+		{"server": "crm", "tool": "update_contact", "email": "a@example.com", "EMAIL": "b@example.com"},
+	}
+	// Map order decides which key a loose reader takes: run it a few times.
+	for range 4 {
+		env := h.suite.NewTestWorkflowEnvironment()
+		env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+		env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "generic"})
+		env.RegisterActivityWithOptions(callTool, activity.RegisterOptions{Name: "CallTool"})
+		env.ExecuteWorkflow("generic", calls)
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		if err := env.GetWorkflowResult(&out); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range [][]string{
+			{interceptor.ErrTypeArgsInvalid, "CallTool", `"Tool"`, `"tool"`, "Nothing was run", "Next step"},
+			{interceptor.ErrTypeArgsInvalid, "CallTool", `"Tool"`, `"tool"`, "Next step"},
+			{interceptor.ErrTypeArgsInvalid, "mcp.crm.update_contact", "ambiguous", `"EMAIL"`, `"email"`, "Nothing was run", "Next step"},
+		} {
+			for _, w := range want {
+				if !strings.Contains(out[i], w) {
+					t.Errorf("call %d (%v): %q lacks %q", i, calls[i], out[i], w)
+				}
+			}
+		}
+		if n := h.v.count(); n != 0 {
+			t.Fatalf("the tool ran %d times; a call with an ambiguous field must not run", n)
+		}
+	}
+}
+
+// TestHintsLowerFlaggedNameToItsVerbs: a flagged name (its grammar cannot tell) may
+// be lowered by hints, but only down to the most severe word in it that is a verb
+// wherever it stands. github-mcp-server's and kubernetes-mcp-server's resource-first
+// reads become reads with readOnlyHint; a destructive verb stays destructive.
+func TestHintsLowerFlaggedNameToItsVerbs(t *testing.T) {
+	ro := interceptor.Hints{ReadOnly: ptr(true), From: "mcp server github"}
+	idem := interceptor.Hints{ReadOnly: ptr(false), Destructive: ptr(false), Idempotent: ptr(true), From: "mcp server github"}
+	cases := []struct {
+		name        string
+		hints       interceptor.Hints
+		want        interceptor.Effect
+		review      bool
+		contradicts bool
+	}{
+		{"actions_get", ro, interceptor.Read, false, false},
+		{"actions_list", ro, interceptor.Read, false, false},
+		{"issue_read", ro, interceptor.Read, false, false},
+		{"projects_get", ro, interceptor.Read, false, false},
+		{"pods_list", ro, interceptor.Read, false, false},
+		{"pods_get", ro, interceptor.Read, false, false},
+		{"namespaces_list", ro, interceptor.Read, false, false},
+		{"labels_update", idem, interceptor.IdempotentWrite, false, false},
+		// Never below a verb that is a verb wherever it stands.
+		{"orders_cancel", ro, interceptor.Destructive, true, true},
+		{"pods_delete", ro, interceptor.Destructive, true, true},
+		{"pods_exec", ro, interceptor.Destructive, true, true},
+		{"OrderCreate", ro, interceptor.IdempotentWrite, true, true},
+		{"charges_create", ro, interceptor.Destructive, true, true}, // a create that moves money
+		{"ProcessPayment", ro, interceptor.Destructive, true, true},
+		{"CheckIn", ro, interceptor.Destructive, true, true},
+		{"FetchNextJob", ro, interceptor.Destructive, true, true},
+		{"InvokeModel", ro, interceptor.Destructive, true, true},
+		{"aws.ec2.MonitorInstances", ro, interceptor.Destructive, true, true},
+		// A name that was not flagged is never lowered.
+		{"delete_contact", ro, interceptor.Destructive, false, true},
+	}
+	for _, c := range cases {
+		o := interceptor.Options{Hints: map[string]interceptor.Hints{c.name: c.hints}}
+		got := o.Classify(c.name)
+		if got.Effect != c.want || got.Review != c.review || got.Contradicts != c.contradicts {
+			t.Errorf("%s with hints saying %s: got %s review=%v contradicts=%v (%s); want %s review=%v contradicts=%v",
+				c.name, c.hints.Effect(), got.Effect, got.Review, got.Contradicts, got.Reason(), c.want, c.review, c.contradicts)
+		}
+		if got.Effect < interceptor.Classify(c.name).Effect && (got.Source != interceptor.SourceHintLowered ||
+			got.Source.EffectSource() != store.EffectByHint) {
+			t.Errorf("%s lowered by hints: source %s, want %s recorded as %s", c.name, got.Source,
+				interceptor.SourceHintLowered, store.EffectByHint)
+		}
+	}
+	if r := (interceptor.Options{Hints: map[string]interceptor.Hints{"actions_get": ro}}).Classify("actions_get").Reason(); !strings.Contains(r, `"get"`) || !strings.Contains(r, "mcp server github") {
+		t.Errorf("reason of a lowered name: %q", r)
+	}
+}
+
+// TestToolNameCaseVariantRefusedOnTheActivitySide: the activity worker reads the
+// tool field itself (its workflow worker may run another version, or none of the
+// gate's ToolNames): a case variant is refused there too, before the body runs.
+func TestToolNameCaseVariantRefusedOnTheActivitySide(t *testing.T) {
+	h := newHarness(t)
+	h.opts.ToolNames = map[string]interceptor.ToolName{"CallTool": {Prefix: "mcp.", Fields: []string{"server", "tool"}}}
+	gate, err := interceptor.New(h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	env := h.suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	env.RegisterActivityWithOptions(func(ctx context.Context, c map[string]any) (string, error) {
+		ran = true
+		return "ran", nil
+	}, activity.RegisterOptions{Name: "CallTool"})
+	_, err = env.ExecuteActivity("CallTool", map[string]any{"server": "crm", "tool": "delete_contact", "Tool": "get_contact"})
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != interceptor.ErrTypeArgsInvalid || !strings.Contains(err.Error(), `"Tool" and "tool"`) {
+		t.Fatalf("err = %v; want %s naming both keys", err, interceptor.ErrTypeArgsInvalid)
+	}
+	if ran {
+		t.Fatal("the tool ran")
+	}
+}

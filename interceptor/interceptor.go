@@ -33,6 +33,8 @@ type root struct {
 	opts    Options
 	classes sync.Map // activity name -> Classification
 	pauses  pauseCache
+	// inflight is the work that still needs the store (see inflight).
+	inflight inflight
 }
 
 func (r *root) classify(name string) Classification {

@@ -61,8 +61,10 @@ type Options struct {
 	Effects map[string]Effect
 
 	// Hints are untrusted effect claims (MCP annotations, API descriptions) by activity
-	// name: they may raise a name's class, never lower it, and classify a name with no
-	// known verb; Effects overrides both. Optional: nil uses names alone.
+	// name: they may raise a name's class and classify a name with no known verb; they
+	// never lower a verb-list match, and lower a flagged name only down to the most
+	// severe verb in it (see Hints). Effects overrides both. Optional: nil uses names
+	// alone.
 	Hints map[string]Hints
 
 	// ToolNames names generic tool-calling activities (one activity type that calls

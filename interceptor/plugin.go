@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"reflect"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -37,8 +36,9 @@ const probeActivity = "idemgate.probe"
 type PluginOptions struct {
 	// StoreName names the store in the log and in the error that keeps a worker from
 	// starting, e.g. "postgres://app@db.internal/idemgate" or "sqlite idemgate.db". A
-	// password in it (URL user info, or password=…) is shown as xxxxx, and scrubbed
-	// from the store's own error text. Optional: "" names the store by its Go type.
+	// secret in it (URL user info, ?password=…, password='…' and other secret
+	// key=value pairs) is shown as xxxxx, and scrubbed from the store's own error
+	// text, by the module's one redaction. Optional: "" names the store by its Go type.
 	StoreName string
 
 	// Strict refuses to start a worker while any registered activity is flagged for
@@ -50,9 +50,11 @@ type PluginOptions struct {
 	ProbeTimeout time.Duration
 
 	// CloseStore makes the plugin close Options.Store (when it has a Close method)
-	// once, when the last worker it started has stopped — or failed to start. Set it
-	// when the plugin's workers are the store's only users. Optional: false leaves the
-	// store to the caller.
+	// once, when the last worker it started has stopped — or failed to start — and
+	// the gated activity attempts still running (Worker.Stop waits for them only
+	// WorkerStopTimeout) have stored their outcome or passed their leases: Stop
+	// returns after that. Set it when the plugin's workers are the store's only
+	// users. Optional: false leaves the store to the caller.
 	CloseStore bool
 
 	// Logger receives the census at worker start. Optional: nil means the logger of
@@ -234,9 +236,10 @@ func (pl *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOpt
 	return err
 }
 
-// StopWorker lets the worker stop (polling ends, running activities finish), then
-// closes the store when PluginOptions.CloseStore asks for it and no other worker of
-// this plugin still runs.
+// StopWorker lets the worker stop (polling ends; running activities get
+// WorkerStopTimeout to finish), then, when PluginOptions.CloseStore asks for it and
+// no other worker of this plugin still runs, waits for the gated attempts still
+// running to store their outcome (or pass their leases) and closes the store.
 func (pl *Plugin) StopWorker(ctx context.Context, o worker.PluginStopWorkerOptions, next func(context.Context, worker.PluginStopWorkerOptions)) {
 	next(ctx, o)
 	pl.stopped(o.WorkerInstanceKey)
@@ -332,14 +335,11 @@ func (pl *Plugin) probe(ctx context.Context, instanceKey string) error {
 // storeDown is the error that keeps a worker from starting: it names the store
 // (password redacted) and the fix; errors.Is sees the store's error.
 func (pl *Plugin) storeDown(what string, err error) error {
-	name, secret := redactStoreName(pl.p.StoreName)
+	name := secrets.Redact(pl.p.StoreName)
 	if name == "" {
 		name = fmt.Sprintf("%T", pl.gate.opts.Store)
 	}
-	cause := err.Error()
-	if secret != "" {
-		cause = strings.ReplaceAll(cause, secret, "xxxxx")
-	}
+	cause := secrets.Scrub(err.Error(), pl.p.StoreName)
 	return &probeError{err: err, msg: fmt.Sprintf("idemgate: the worker did not start: the store %s could not %s "+
 		"within %v: %s. Next step: check that %s is up and this worker can reach and write to it (address, "+
 		"credentials, grants, disk), and that its schema is migrated (sqlite.Open and postgres.Open migrate), "+
@@ -353,23 +353,6 @@ type probeError struct {
 
 func (e *probeError) Error() string { return e.msg }
 func (e *probeError) Unwrap() error { return e.err }
-
-var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
-
-// redactStoreName shows a store name without its password, and returns the
-// password so it can be scrubbed from error text.
-func redactStoreName(name string) (shown, secret string) {
-	if u, err := url.Parse(name); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			return u.Redacted(), pw
-		}
-		return name, ""
-	}
-	if m := passwordKV.FindStringSubmatch(name); m != nil {
-		return passwordKV.ReplaceAllString(name, "${1}xxxxx"), strings.Trim(m[2], "'")
-	}
-	return name, ""
-}
 
 // stopped forgets a worker; when none of the plugin's workers runs any more and
 // CloseStore is set, it closes the store, once.
@@ -386,10 +369,20 @@ func (pl *Plugin) stopped(instanceKey string) {
 		return
 	}
 	pl.closeOnce.Do(func() {
-		if c, ok := pl.gate.opts.Store.(io.Closer); ok {
-			if err := c.Close(); err != nil {
-				pl.logger().Warn("idemgate: closing the store failed", "error", err)
-			}
+		c, ok := pl.gate.opts.Store.(io.Closer)
+		if !ok {
+			return
+		}
+		// Worker.Stop waits for running activities only WorkerStopTimeout (by default
+		// not at all): an attempt still running must store its outcome before the
+		// store closes, or the vendor acted and every later attempt is refused.
+		pl.gate.inflight.wait(context.Background(), pl.gate.opts.Now, func(n int, until time.Time) {
+			pl.logger().Info(fmt.Sprintf("idemgate: the store stays open until the %d gated activity attempts still "+
+				"running have stored their outcome (at the latest until their leases pass, %s)", n,
+				until.UTC().Format(time.RFC3339)), "inFlight", n)
+		})
+		if err := c.Close(); err != nil {
+			pl.logger().Warn("idemgate: closing the store failed", "error", err)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,9 +17,12 @@ import (
 type ToolName struct {
 	// Prefix goes before the values. Optional.
 	Prefix string
-	// Fields are matched like IdentifyingFields (JSON or Go name, case-insensitively,
-	// in the first argument that has them); "$N" is the N-th argument itself (from 1),
+	// Fields are a struct argument's fields (JSON or Go name) or a map argument's keys,
+	// in the first argument that has them; "$N" is the N-th argument itself (from 1),
 	// for activities that take the tool positionally. Each must be a non-empty string.
+	// A map's key must be the field's name exactly: the arguments come from a model,
+	// so a map that also has a key differing only in case ("Tool" beside "tool") is
+	// refused as invalid arguments, and nothing runs.
 	Fields []string
 }
 
@@ -33,6 +37,12 @@ func (o Options) effectiveName(activityType string, args []any) (string, error) 
 	b.WriteString(tn.Prefix)
 	for i, f := range tn.Fields {
 		v, err := toolField(args, f)
+		var amb *canon.AmbiguousError
+		if errors.As(err, &amb) {
+			return "", fmt.Errorf("idemgate: %s: the tool name field %q is ambiguous: %v. The arguments are untrusted "+
+				"input (a model writes them), so the call is refused as invalid arguments. Nothing was run. Next step: "+
+				"send the tool's name under the key %q only", activityType, f, amb, f)
+		}
 		if err != nil {
 			return "", fmt.Errorf("idemgate: %s: the tool name field %q %v; Options.ToolNames[%q] names the tool "+
 				"by %q. Nothing was run. Next step: pass the tool's name there, or fix Options.ToolNames[%q]",
@@ -60,7 +70,11 @@ func toolField(args []any, f string) (string, error) {
 		}
 		raw = []byte(strings.TrimSuffix(strings.TrimPrefix(string(raw), "["), "]"))
 	} else {
-		v, ok, err := canon.Field(args, f)
+		v, ok, err := canon.ExactField(args, f)
+		var amb *canon.AmbiguousError
+		if errors.As(err, &amb) {
+			return "", err
+		}
 		if err != nil {
 			return "", fmt.Errorf("cannot be read: %v", err)
 		}

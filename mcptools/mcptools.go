@@ -47,6 +47,7 @@ import (
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/internal/secrets"
 )
 
 // MetaKey is the _meta entry of a tools/call request that carries the idempotency key.
@@ -206,6 +207,19 @@ func Transport(target string) (mcp.Transport, error) {
 	return &mcp.CommandTransport{Command: exec.Command(parts[0], parts[1:]...)}, nil
 }
 
+// scrub hides the credentials an HTTP transport's URL may carry (user info,
+// ?access_token=…) in err's text: errors from net/url and net/http quote the URL.
+func scrub(err error, transport mcp.Transport) error {
+	var endpoint string
+	switch t := transport.(type) {
+	case *mcp.StreamableClientTransport:
+		endpoint = t.Endpoint
+	case *mcp.SSEClientTransport:
+		endpoint = t.Endpoint
+	}
+	return secrets.ScrubError(err, endpoint)
+}
+
 // Dial connects to an MCP server over transport (mcp.StreamableClientTransport,
 // mcp.CommandTransport, an in-memory transport …) with a client that reports a
 // changed tool list (new tools are not registered while the worker runs), and returns
@@ -228,12 +242,12 @@ func Dial(ctx context.Context, server string, transport mcp.Transport, opts Opti
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, fmt.Errorf("idemgate/mcptools: server %s cannot be reached: %w. Nothing was registered. Next step: "+
-			"check that the server is running and its URL or command", server, err)
+			"check that the server is running and its URL or command", server, scrub(err, transport))
 	}
 	nb, err := New(ctx, server, cs, opts)
 	if err != nil {
 		cs.Close()
-		return nil, err
+		return nil, scrub(err, transport)
 	}
 	mu.Lock()
 	b = nb

@@ -310,3 +310,22 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("unreachable: %v", err)
 	}
 }
+
+// TestDialErrorHidesCredentials: an MCP server URL may carry credentials; the
+// errors of net/http quote the URL, and Dial's error must not repeat them.
+func TestDialErrorHidesCredentials(t *testing.T) {
+	const pw = "Zq7-PW"
+	for _, u := range []string{"http://u:" + pw + "@127.0.0.1:1/mcp", "http://127.0.0.1:1/mcp?access_token=" + pw,
+		"http://127.0.0.1:1/mcp?token=" + pw, "http://127.0.0.1:1/mcp?api_key=" + pw} {
+		tr, err := mcptools.Transport(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err = mcptools.Dial(ctx, "crm", tr, mcptools.Options{})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "server crm cannot be reached") || strings.Contains(err.Error(), pw) {
+			t.Errorf("Dial(%s) = %v; want an unreachable error without the credentials", u, err)
+		}
+	}
+}

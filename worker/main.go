@@ -60,7 +60,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(redacting{stderr}) // "invalid value ... for flag -mcp" quotes the value: an MCP URL may carry credentials
 	address := fs.String("temporal-address", envOr("TEMPORAL_ADDRESS", "localhost:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	queue := fs.String("task-queue", envOr("IDEMGATE_TASK_QUEUE", "agent"), "task queue to poll")
@@ -224,6 +224,16 @@ func jsonLines(w io.Writer) interceptor.Observer {
 	}
 }
 
+// redacting writes through secrets.Redact: no URL's credentials, no password= pair.
+type redacting struct{ w io.Writer }
+
+func (r redacting) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, secrets.Redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // mcpFlag collects --mcp NAME=TARGET values, in order.
 type mcpFlag []mcpServer
 
@@ -232,7 +242,7 @@ type mcpServer struct{ name, target string }
 func (f *mcpFlag) String() string {
 	var s []string
 	for _, m := range *f {
-		s = append(s, m.name+"="+m.target)
+		s = append(s, m.name+"="+secrets.Redact(m.target))
 	}
 	return strings.Join(s, " ")
 }
@@ -241,7 +251,7 @@ func (f *mcpFlag) Set(v string) error {
 	name, target, ok := strings.Cut(v, "=")
 	name, target = strings.TrimSpace(name), strings.TrimSpace(target)
 	if !ok || name == "" || target == "" {
-		return fmt.Errorf("want NAME=URL or 'NAME=COMMAND ARGS' (e.g. crm=http://127.0.0.1:8080/mcp), got %q", v)
+		return fmt.Errorf("want NAME=URL or 'NAME=COMMAND ARGS' (e.g. crm=http://127.0.0.1:8080/mcp), got %q", secrets.Redact(v))
 	}
 	for _, m := range *f {
 		if m.name == name {
@@ -297,7 +307,10 @@ func dialMCP(ctx context.Context, servers mcpFlag, dedup dedupFlag) ([]*mcptools
 		for _, b := range bridges {
 			b.Session().Close()
 		}
-		return nil, fmt.Errorf("--mcp %s=%s: %w (the worker did not start)", m.name, m.target, err)
+		// The URL may carry credentials (user info, ?access_token=), and errors from
+		// net/url and net/http quote it.
+		return nil, fmt.Errorf("--mcp %s=%s: %w (the worker did not start)", m.name, secrets.Redact(m.target),
+			secrets.ScrubError(err, m.target))
 	}
 	return bridges, nil
 }

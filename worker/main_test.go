@@ -350,3 +350,34 @@ func TestAPIKeyFileUnreadable(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// TestWorkerNeverPrintsMCPCredentials: an MCP server URL may carry credentials
+// (user info, ?access_token=); neither a bad --mcp value nor an unreachable server
+// prints them.
+func TestWorkerNeverPrintsMCPCredentials(t *testing.T) {
+	const pw = "Zq7-PW"
+	urls := []string{"--docs-url", "http://127.0.0.1:9/d", "--crm-url", "http://127.0.0.1:9/c", "--tickets-url", "http://127.0.0.1:9/t",
+		"--payments-url", "http://127.0.0.1:9/p", "--email-url", "http://127.0.0.1:9/e", "--chat-url", "http://127.0.0.1:9/s"}
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unreachable, user info": {[]string{"--store", filepath.Join(dir, "a.db"), "--mcp", "crm=http://u:" + pw + "@127.0.0.1:1/mcp"},
+			"--mcp crm=http://u:xxxxx@127.0.0.1:1/mcp: idemgate/mcptools: server crm cannot be reached"},
+		"unreachable, token": {[]string{"--store", filepath.Join(dir, "b.db"), "--mcp", "crm=http://127.0.0.1:1/mcp?access_token=" + pw},
+			"--mcp crm=http://127.0.0.1:1/mcp?access_token=xxxxx: idemgate/mcptools: server crm cannot be reached"},
+		"no name": {[]string{"--mcp", "http://u:" + pw + "@127.0.0.1:1/mcp"},
+			`invalid value "http://u:xxxxx@127.0.0.1:1/mcp" for flag -mcp`},
+		"vendor URL": {[]string{"--chat-url", "http://u:" + pw + "@h/%zz"}, "the chat endpoint"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append(append([]string{}, urls...), c.args...), &out, &errOut)
+			all := out.String() + errOut.String()
+			if code != 2 || !strings.Contains(errOut.String(), c.want) || strings.Contains(all, pw) {
+				t.Fatalf("exit %d, output %q; want 2, %q and no credentials", code, all, c.want)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/mcptools"
 )
 
@@ -41,7 +42,8 @@ func (c *cli) census(args []string) error {
 		"place, a verb that reads or writes): they count as destructive, or the more severe reading, until a\n"+
 		"person confirms them. With --mcp or --mcp-command it lists an MCP server's tools and classifies each\n"+
 		"as the bridge registers it (mcp.SERVER.TOOL), its annotations beside the name's class: they may\n"+
-		"tighten the class, never lower it, and give a class to a name with no known verb.", false)
+		"tighten the class, give a class to a name with no known verb, and lower a flagged name only down to\n"+
+		"the most severe verb in it (actions_get + readOnlyHint reads; orders_cancel stays destructive).", false)
 	strict := f.Bool("strict", false, "exit 1 when any name is flagged for review, or (MCP) a tool's annotations contradict its name")
 	mcpURL := f.String("mcp", "", "an MCP server's streamable HTTP URL")
 	mcpCmd := f.String("mcp-command", "", "an MCP server's command (run over stdio; split at spaces)")
@@ -65,7 +67,7 @@ func (c *cli) census(args []string) error {
 		defer cancel()
 		b, err := mcptools.Dial(ctx, *mcpName, tr, mcptools.Options{})
 		if err != nil {
-			return err
+			return secrets.ScrubError(err, *mcpURL) // the URL may carry credentials
 		}
 		defer b.Session().Close()
 		rep, names = b.Census(interceptor.Options{}), b.Names()

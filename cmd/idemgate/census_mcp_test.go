@@ -56,3 +56,17 @@ func TestCensusMCP(t *testing.T) {
 		t.Errorf("blank command: %d %s", r.code, r.stderr)
 	}
 }
+
+// TestCensusMCPNeverPrintsCredentials: census --mcp with a URL that carries
+// credentials does not print them when the server cannot be reached.
+func TestCensusMCPNeverPrintsCredentials(t *testing.T) {
+	const pw = "Zq7-PW"
+	for _, u := range []string{"http://u:" + pw + "@127.0.0.1:1/mcp", "http://127.0.0.1:1/mcp?access_token=" + pw,
+		"http://127.0.0.1:1/mcp?token=" + pw + "&api_key=" + pw} {
+		r := idem(t, "census", "--mcp", u, "--mcp-name", "down")
+		if r.code == 0 || !strings.Contains(r.stderr, "server down cannot be reached") ||
+			strings.Contains(r.stdout+r.stderr, pw) {
+			t.Errorf("census --mcp %s: exit %d, output %q; want a failure without the credentials", u, r.code, r.stdout+r.stderr)
+		}
+	}
+}

@@ -1,7 +1,14 @@
-// Package secrets keeps secrets off the command line, where every user of the
-// machine can read them in the process list (ps, /proc/PID/cmdline): a secret
-// comes from the environment or from a file, and a flag that would carry one is
-// refused before the flags are parsed, without echoing its value.
+// Package secrets keeps secrets out of what idemgate prints.
+//
+// Redact is the module's one redaction: every message, log line and error that
+// shows a store DSN or a URL (a PostgreSQL spec, an MCP server, a vendor or model
+// API root) goes through it, and Scrub / ScrubError hide the secrets of a spec
+// that an error from net/url, net/http or a driver echoes in another form.
+//
+// It also keeps secrets off the command line, where every user of the machine
+// can read them in the process list (ps, /proc/PID/cmdline): a secret comes from
+// the environment or from a file, and a flag that would carry one is refused
+// before the flags are parsed, without echoing its value.
 package secrets
 
 import (

@@ -9,11 +9,10 @@ package storeopen
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
-	"regexp"
 	"strings"
 
+	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/postgres"
 	"github.com/idemgate/idemgate/store/sqlite"
@@ -40,7 +39,7 @@ func IsPostgres(spec string) bool {
 		return false
 	}
 	for _, p := range pairs {
-		if settings[strings.ToLower(p.key)] {
+		if settings[strings.ToLower(p.Key)] {
 			return true
 		}
 	}
@@ -143,98 +142,11 @@ func PermissionWarning(spec string) string {
 		"and results; make it owner-only: chmod 600 %s*", strings.Join(loose, ", "), spec)
 }
 
-// redacted is what a password is replaced with.
-const redacted = "xxxxx"
-
-// Redact returns spec with every password replaced by xxxxx, for messages: the
-// password of a URL's user info, any query parameter named *password, and any
-// *password=value pair of the key=value form (quoted or not). Anything else is
-// returned as it is.
-func Redact(spec string) string {
-	if urlForm.MatchString(spec) {
-		return redactURL(spec)
-	}
-	return kvPassword.ReplaceAllString(spec, "${1}"+redacted)
-}
-
-// urlForm matches a spec in URL form: a scheme, then "://".
-var urlForm = regexp.MustCompile(`^\s*[A-Za-z][A-Za-z0-9+.-]*://`)
-
-// kvPassword matches a password pair of the key=value form; the value is quoted
-// ('...' with backslash escapes, possibly unterminated) or runs to the next space.
-var kvPassword = regexp.MustCompile(`(?i)(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:[^\s\\]|\\.)*\\?)`)
-
-func redactURL(spec string) string {
-	u, err := url.Parse(spec)
-	if err != nil {
-		// Not a URL that pgx could use either; hide everything that may be a
-		// password: from the first ':' of the user info to the last '@'.
-		scheme, rest, _ := strings.Cut(spec, "://")
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				rest = rest[:c+1] + redacted + rest[at:]
-			}
-		}
-		return scheme + "://" + redactQuery(rest)
-	}
-	u.RawQuery = redactQuery(u.RawQuery)
-	return u.Redacted()
-}
-
-// redactQuery replaces the values of the parameters named *password.
-func redactQuery(s string) string {
-	head, q, found := strings.Cut(s, "?")
-	if !found {
-		q, head = head, ""
-	}
-	parts := strings.Split(q, "&")
-	for i, p := range parts {
-		k, _, ok := strings.Cut(p, "=")
-		if uk, err := url.QueryUnescape(k); err == nil {
-			k = uk
-		}
-		if ok && strings.Contains(strings.ToLower(k), "password") {
-			parts[i] = p[:strings.Index(p, "=")+1] + redacted
-		}
-	}
-	if !found {
-		return strings.Join(parts, "&")
-	}
-	return head + "?" + strings.Join(parts, "&")
-}
-
-// secrets returns the passwords in spec, as written and decoded.
-func secrets(spec string) []string {
-	var out []string
-	add := func(s ...string) {
-		for _, v := range s {
-			if v != "" {
-				out = append(out, v)
-			}
-		}
-	}
-	if u, err := url.Parse(spec); err == nil && urlForm.MatchString(spec) {
-		if p, ok := u.User.Password(); ok {
-			add(p, url.QueryEscape(p), url.PathEscape(p))
-		}
-		for k, vs := range u.Query() {
-			if strings.Contains(strings.ToLower(k), "password") {
-				for _, v := range vs {
-					add(v, url.QueryEscape(v))
-				}
-			}
-		}
-		return out
-	}
-	if pairs, ok := keyValues(spec); ok {
-		for _, p := range pairs {
-			if strings.Contains(strings.ToLower(p.key), "password") {
-				add(p.value)
-			}
-		}
-	}
-	return out
-}
+// Redact returns spec with every password replaced by xxxxx, for messages: it is
+// secrets.Redact, the module's one redaction (the password of a URL's user info,
+// secret query parameters such as password=, and secret pairs of the key=value
+// form, quoted or not).
+func Redact(spec string) string { return secrets.Redact(spec) }
 
 // redactedError is err with the spec and its passwords redacted from its text; it
 // unwraps to err, so errors.Is still finds store.ErrUnavailable.
@@ -248,68 +160,12 @@ func (e redactedError) Error() string {
 	if e.spec != "" {
 		s = strings.ReplaceAll(s, e.spec, Redact(e.spec))
 	}
-	for _, p := range secrets(e.spec) {
-		s = strings.ReplaceAll(s, p, redacted)
-	}
-	return s
+	return secrets.Scrub(s, e.spec)
 }
 
 func (e redactedError) Unwrap() error { return e.err }
 
-type pair struct{ key, value string }
-
-// keyValues parses libpq's key=value form ("host=db password='a b'"): pairs
-// separated by spaces, spaces allowed around '=', values optionally single-quoted
-// with backslash escapes. ok is false unless all of spec is such pairs, at least one.
-func keyValues(spec string) (pairs []pair, ok bool) {
-	s := strings.TrimSpace(spec)
-	for len(s) > 0 {
-		eq := strings.IndexByte(s, '=')
-		if eq <= 0 {
-			return nil, false
-		}
-		key := strings.TrimSpace(s[:eq])
-		if key == "" || strings.ContainsAny(key, " \t\n\r\f\v'\\") {
-			return nil, false
-		}
-		s = strings.TrimLeft(s[eq+1:], " \t\n\r\f\v")
-		var val strings.Builder
-		if strings.HasPrefix(s, "'") {
-			i, closed := 1, false
-			for ; i < len(s); i++ {
-				if s[i] == '\\' && i+1 < len(s) {
-					i++
-					val.WriteByte(s[i])
-					continue
-				}
-				if s[i] == '\'' {
-					closed = true
-					break
-				}
-				val.WriteByte(s[i])
-			}
-			if !closed {
-				return nil, false
-			}
-			s = s[i+1:]
-			if s != "" && !strings.ContainsAny(s[:1], " \t\n\r\f\v") {
-				return nil, false
-			}
-		} else {
-			i := 0
-			for ; i < len(s) && !strings.ContainsAny(s[i:i+1], " \t\n\r\f\v"); i++ {
-				if s[i] == '\\' && i+1 < len(s) {
-					i++
-				}
-				val.WriteByte(s[i])
-			}
-			s = s[i:]
-		}
-		pairs = append(pairs, pair{key, val.String()})
-		s = strings.TrimLeft(s, " \t\n\r\f\v")
-	}
-	return pairs, len(pairs) > 0
-}
+func keyValues(spec string) ([]secrets.Pair, bool) { return secrets.KeyValues(spec) }
 
 // settings are the connection settings of libpq and pgx: a key=value spec naming
 // one of them is a PostgreSQL DSN.

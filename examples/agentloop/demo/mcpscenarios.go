@@ -15,7 +15,7 @@ import (
 func shopActivity(tool string) string { return mcptools.ActivityName(ShopServer, tool) }
 
 // MCPClasses shows how the gate classes the shop's tools — by name, tightened or
-// refined by the server's annotations, never lowered — and what that means: a job
+// refined by the server's annotations, a verb-list match never lowered — and what that means: a job
 // calls each tool once, and a replay runs the tool the server rightly calls
 // read-only but withholds create_invoice, which it wrongly calls read-only.
 func (d *Demo) MCPClasses(ctx context.Context) (Check, error) {

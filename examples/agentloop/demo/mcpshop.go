@@ -28,7 +28,7 @@ type ShopTool struct {
 	Description string
 	Annotations *mcp.ToolAnnotations
 	// Effect and Source are what the gate decides: the name's class, tightened or
-	// refined by the annotations (never lowered).
+	// refined by the annotations (a verb-list match is never lowered).
 	Effect interceptor.Effect
 	Source interceptor.Source
 	// Contradicts: the annotations claim less than the name reads as.

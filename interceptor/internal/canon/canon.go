@@ -101,7 +101,46 @@ func EncodeHash(args []any) ([]byte, string, error) {
 // field encoding/json writes (the one it keeps when embedded fields share a name) by
 // its JSON name or, failing that, its Go name, or a string-keyed map entry; matching is
 // case-insensitive, an exact JSON name first. ok is false when no argument has it.
+//
+// A map's keys are written by the caller (a model's tool call): when two keys of
+// the map match name ("tool" and "Tool"), which one a case-insensitive match takes
+// would depend on map order, so that is an *AmbiguousError instead.
 func Field(args []any, name string) (value []byte, ok bool, err error) {
+	return findField(args, name, false)
+}
+
+// ExactField is Field that reads a map entry only under the key name exactly, and
+// refuses (*AmbiguousError) a map that also has a key differing from name only in
+// case: a reader that matches keys loosely could take the other one.
+func ExactField(args []any, name string) (value []byte, ok bool, err error) {
+	return findField(args, name, true)
+}
+
+// AmbiguousError is a map argument with more than one key matching a field name
+// ignoring case.
+type AmbiguousError struct {
+	Arg  int      // the argument, from 0
+	Name string   // the field name asked for
+	Keys []string // the matching keys, sorted
+}
+
+func (e *AmbiguousError) Error() string {
+	if len(e.Keys) == 1 {
+		return fmt.Sprintf("argument %d has the key %q, not %q: the field is read by its exact name", e.Arg+1, e.Keys[0], e.Name)
+	}
+	return fmt.Sprintf("argument %d has %d keys that name the field %q (%s): which one counts cannot be told",
+		e.Arg+1, len(e.Keys), e.Name, strings.Join(quoteAll(e.Keys), " and "))
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+func findField(args []any, name string, exact bool) (value []byte, ok bool, err error) {
 	for i, a := range args {
 		v := indirect(reflect.ValueOf(a))
 		if !v.IsValid() {
@@ -119,12 +158,25 @@ func Field(args []any, name string) (value []byte, ok bool, err error) {
 			}
 		case reflect.Map:
 			if v.Type().Key().Kind() == reflect.String {
+				var keys []string
 				iter := v.MapRange()
 				for iter.Next() {
-					if strings.EqualFold(iter.Key().String(), name) {
-						fv = iter.Value()
-						break
+					k := iter.Key().String()
+					if !strings.EqualFold(k, name) {
+						continue
 					}
+					keys = append(keys, k)
+					if !exact || k == name {
+						fv = iter.Value()
+					}
+				}
+				if len(keys) > 1 {
+					slices.Sort(keys)
+					return nil, false, &AmbiguousError{Arg: i, Name: name, Keys: keys}
+				}
+				if exact && len(keys) == 1 && keys[0] != name {
+					// Only a case variant: not the field, and a loose reader would take it.
+					return nil, false, &AmbiguousError{Arg: i, Name: name, Keys: keys}
 				}
 			}
 		}

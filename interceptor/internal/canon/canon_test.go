@@ -316,3 +316,26 @@ func TestCollidingMapKeysEncodeDeterministically(t *testing.T) {
 		t.Fatalf("Encode = %s, want %s", first, want)
 	}
 }
+
+// TestFieldAmbiguousMapKeys: a map's keys are written by the caller; two keys that
+// name one field in different cases are an error, never a map-order pick, and
+// ExactField reads only the exact key.
+func TestFieldAmbiguousMapKeys(t *testing.T) {
+	var amb *canon.AmbiguousError
+	args := []any{map[string]any{"tool": "delete_contact", "Tool": "get_contact"}}
+	for _, f := range []func([]any, string) ([]byte, bool, error){canon.Field, canon.ExactField} {
+		if v, ok, err := f(args, "tool"); !errors.As(err, &amb) || ok || !strings.Contains(err.Error(), `"Tool" and "tool"`) {
+			t.Errorf("two keys for one field = %s %v %v, want an AmbiguousError naming both", v, ok, err)
+		}
+	}
+	variant := []any{map[string]any{"Tool": "get_contact"}}
+	if v, ok, err := canon.ExactField(variant, "tool"); !errors.As(err, &amb) || ok {
+		t.Errorf("ExactField with only a case variant = %s %v %v, want an AmbiguousError", v, ok, err)
+	}
+	if v, ok, err := canon.Field(variant, "tool"); err != nil || !ok || string(v) != `"get_contact"` {
+		t.Errorf("Field with one case variant = %s %v %v", v, ok, err)
+	}
+	if v, ok, err := canon.ExactField([]any{map[string]any{"tool": "x"}}, "tool"); err != nil || !ok || string(v) != `"x"` {
+		t.Errorf("ExactField = %s %v %v", v, ok, err)
+	}
+}
