@@ -207,8 +207,8 @@ func TestToolNameCaseVariantRefused(t *testing.T) {
 	}
 	// Map order decides which key a loose reader takes: run it a few times.
 	for range 4 {
-		env := h.suite.NewTestWorkflowEnvironment()
-		env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+		env := patient.Env(h.suite.NewTestWorkflowEnvironment())
+		env.SetWorkerOptions(patient.WorkerOptions(gate))
 		env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "generic"})
 		env.RegisterActivityWithOptions(callTool, activity.RegisterOptions{Name: "CallTool"})
 		env.ExecuteWorkflow("generic", calls)
@@ -302,7 +302,7 @@ func TestToolNameCaseVariantRefusedOnTheActivitySide(t *testing.T) {
 	}
 	ran := false
 	env := h.suite.NewTestActivityEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+	env.SetWorkerOptions(patient.WorkerOptions(gate))
 	env.RegisterActivityWithOptions(func(ctx context.Context, c map[string]any) (string, error) {
 		ran = true
 		return "ran", nil

@@ -20,13 +20,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/store/memory"
 )
@@ -523,8 +522,8 @@ func TestToolArgumentsStayExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(id, account string) error {
-		env := quietSuite().NewTestWorkflowEnvironment()
-		env.SetWorkerOptions(worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+		env := patient.Env(quietSuite().NewTestWorkflowEnvironment())
+		env.SetWorkerOptions(patient.WorkerOptions(gate))
 		env.RegisterWorkflowWithOptions(keyedCall, workflow.RegisterOptions{Name: "keyed"})
 		b.Register(env)
 		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id, TaskQueue: "q"})
