@@ -548,7 +548,9 @@ func encodeResult(dc converter.DataConverter, v any) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return proto.Marshal(p)
+	// Deterministic: a payload's metadata is a map, and a repeat of CompleteAsync
+	// compares results by the digest of these bytes when they were too large to store.
+	return proto.MarshalOptions{Deterministic: true}.Marshal(p)
 }
 
 func resultRef(b []byte) string {
