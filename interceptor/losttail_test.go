@@ -91,6 +91,10 @@ func (s *tailStore) Release(ctx context.Context, t store.Transition) error {
 func (s *tailStore) Abandon(ctx context.Context, t store.Transition) error {
 	return s.step(ctx, "abandon", t, func(st store.Store) error { return st.Abandon(ctx, t) })
 }
+func (s *tailStore) RecordSent(ctx context.Context, key, owner string, e store.Sent) error {
+	return s.inner().RecordSent(ctx, key, owner, e)
+}
+func (s *tailStore) Identity() string { return s.inner().Identity() }
 func (s *tailStore) Get(ctx context.Context, key string) (store.Record, error) {
 	return s.inner().Get(ctx, key)
 }
