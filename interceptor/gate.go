@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -126,10 +127,14 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	faultpoint.Hit(faultpoint.BeforeClaim)
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
 	if err == nil && outcome == store.OutcomeUnknown {
-		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
-		if w, ok := r.opts.VendorWindows[c.name]; ok && attempt.InVendorWindow(rec.CreatedAt, c.now, w) {
-			cl.TakeOver = true
-			outcome, rec, err = r.opts.Store.Begin(ctx, cl)
+		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its
+		// window, if the key did leave to it: the record must carry the evidence the keyed
+		// transport recorded (store.ResendWindow), or the configuration is all we have.
+		if w, ok := r.opts.VendorWindows[c.name]; ok {
+			if ew, ok := store.ResendWindow(rec, w); ok && attempt.InVendorWindow(rec.CreatedAt, c.now, ew) {
+				cl.TakeOver = true
+				outcome, rec, err = r.opts.Store.Begin(ctx, cl)
+			}
 		}
 	}
 	if err != nil {
@@ -234,6 +239,11 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	// Retry: an earlier attempt may have reached the vendor with this key (only a
 	// takeover says so; a re-claim after a release follows attempts that reached nobody).
 	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver}
+	if _, ok := c.r.opts.VendorWindows[c.name]; ok && c.effect == Destructive {
+		// Its unknown outcome may be re-sent relying on the vendor: only on evidence
+		// that the key left through the keyed transport (store.ResendWindow).
+		st.RecordSent = c.recordSent
+	}
 	actx := c.ctx
 	if hb := c.info.HeartbeatTimeout; hb > 0 && !c.info.IsLocalActivity {
 		var stop func()
@@ -380,6 +390,18 @@ func (c *call) inFlight(rec store.Record) error {
 	return appError(msg, ErrTypeInFlight, false, wait)
 }
 
+// recordSent is attempt.State.RecordSent for this attempt: evidence in the claim that
+// the key leaves through a keyed transport, committed (not synced) before it does.
+func (c *call) recordSent(ctx context.Context, s attempt.Sent) error {
+	err := c.r.opts.Store.RecordSent(ctx, c.key, c.owner, store.Sent{Via: s.Via, Host: s.Host, Window: s.Window})
+	if err != nil {
+		activity.GetLogger(c.ctx).Warn("idemgate: the evidence that the key left through the keyed transport is not "+
+			"stored; an unknown outcome of this attempt will be refused, not re-sent", "activity", c.name, "key", c.key,
+			"via", s.Via, "host", s.Host, "error", err)
+	}
+	return err
+}
+
 func (c *call) refuseUnknown(rec store.Record) error {
 	call := c.withheld()
 	call.Earlier = c.earlier(rec)
@@ -394,6 +416,9 @@ func (c *call) refuseUnknown(rec store.Record) error {
 		"the vendor, then `idemgate resolve %s --sent --result FILE --reason ...` if it happened (the stored result "+
 		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).%s", c.effect, c.name,
 		c.key, rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), why, call, c.key, hint)
+	if w, ok := c.r.opts.VendorWindows[c.name]; ok {
+		msg += c.noResend(rec, w)
+	}
 	if !store.Resolvable(rec, c.now) {
 		// The owner's lease passed only just: a worker whose clock runs behind may still
 		// send until lease + store.LeaseMargin, and resolve waits for that too.
@@ -415,6 +440,31 @@ func (c *call) refuseUnknown(rec store.Record) error {
 	}
 	c.refuse(store.DecisionRefusedInFlight, msg, true)
 	return appError(msg, ErrTypeInFlight, true, 0, call)
+}
+
+// noResend says why a write named in Options.VendorWindows is not re-sent.
+func (c *call) noResend(rec store.Record, w time.Duration) string {
+	ew, ok := store.ResendWindow(rec, w)
+	switch {
+	case len(rec.Sent) == 0:
+		return fmt.Sprintf(" Options.VendorWindows names %s, but nothing shows that the key left through a keyed "+
+			"transport (idemhttp, the MCP bridge): the body may call the vendor without the key, so the vendor cannot "+
+			"deduplicate a re-send.", c.name)
+	case !ok:
+		return fmt.Sprintf(" Options.VendorWindows names %s, but the key left for a vendor that does not deduplicate "+
+			"on it (%s), so a re-send would reach it as a second write.", c.name, sentList(rec.Sent))
+	default:
+		return fmt.Sprintf(" The key left through %s, but the vendor's window (%s from %s) has ended or is about to.",
+			sentList(rec.Sent), ew, rec.CreatedAt.Format(time.RFC3339))
+	}
+}
+
+func sentList(ss []store.Sent) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, ", ")
 }
 
 // receiptReader is the one Operator method a refusal uses when the store has it:
