@@ -27,6 +27,7 @@ const (
 	decisionRefusedInvalid  store.Decision = "refused-invalid"
 	decisionRefusedNoResult store.Decision = "refused-no-result"
 	decisionStoreDown       store.Decision = "refused-store-unavailable"
+	decisionWrongStore      store.Decision = "refused-wrong-store"
 )
 
 // evidenceTimeout bounds the store writes made after the activity body returned;
@@ -109,6 +110,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	if c.key, err = c.resolveKey(h, hasHeader, in.Args); err != nil {
 		c.signal(decisionRefusedInvalid, err)
 		return nil, err
+	}
+	if h.Store != "" && h.Store != r.opts.Store.Identity() {
+		return nil, c.wrongStore(h.Store)
 	}
 	if h.Rerun != nil && !h.Rerun.Allows(c.effect) {
 		return nil, c.gated(*h.Rerun)
@@ -527,6 +531,21 @@ func (c *call) refuse(d store.Decision, msg string, withCall bool) {
 		activity.GetLogger(c.ctx).Warn("idemgate: refusal receipt not stored", "activity", c.name, "key", c.key, "error", err)
 	}
 	c.signal(d, errors.New(msg))
+}
+
+// wrongStore refuses a write whose key was minted beside another store: claiming it
+// here too would let both stores claim it, and the write happen twice. Retryable:
+// a leftover worker on the wrong store must not use up the write, a worker on the
+// right store takes a later attempt. Nothing is stored: this is not the key's store.
+func (c *call) wrongStore(theirs string) error {
+	ours := c.r.opts.Store.Identity()
+	msg := fmt.Sprintf("idemgate: %s (%s) key %s was minted by a workflow worker whose claim store is %q, but this "+
+		"activity worker's store is %q: claiming it here could run the write a second time, unseen by the other "+
+		"store. Not run; Temporal retries, and a worker on store %q can take it. Next step: stop the workers on "+
+		"store %q that poll this task queue, or point them at the same store (the same SQLite file or PostgreSQL "+
+		"database) as the workflow workers.", c.name, c.effect, c.key, theirs, ours, theirs, ours)
+	c.signal(decisionWrongStore, errors.New(msg))
+	return appError(msg, ErrTypeWrongStore, false, 0)
 }
 
 func (c *call) storeDown(what string, err error) error {
