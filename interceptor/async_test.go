@@ -225,3 +225,35 @@ func (c *recordingCompleter) CompleteActivity(_ context.Context, _ []byte, resul
 	c.results = append(c.results, result)
 	return nil
 }
+
+// A NotCommitted completion of a claim taken over from an attempt that may have sent
+// leaves the key unknown (store.ReleasedState); calling CompleteAsync again with the
+// same outcome, after the first completion failed, completes the activity instead of
+// saying the attempt lost its claim.
+func TestCompleteAsyncNotCommittedTwiceAfterTakeover(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	now := time.Now()
+	args, hash := hashOf(t, charge)
+	cl := store.Claim{Key: "k-async-taken", Activity: "PayExpense", Effect: "destructive", ArgsHash: hash, Args: args,
+		Owner: "owner-1", Lease: now.Add(-time.Minute), Window: time.Hour, Now: now.Add(-time.Hour)}
+	if _, _, err := h.store.Begin(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Abandon(ctx, store.Transition{Key: cl.Key, Owner: "owner-1", Now: now.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Owner, cl.Now, cl.Lease, cl.TakeOver = "owner-2", now, now.Add(time.Hour), true
+	if o, _, err := h.store.Begin(ctx, cl); err != nil || o != store.OutcomeTakenOver {
+		t.Fatalf("takeover: %v, %v", o, err)
+	}
+	hand := interceptor.HandOff{TaskToken: []byte("token"), Key: cl.Key, Owner: "owner-2", Activity: "PayExpense"}
+	declined := interceptor.NotCommitted(errors.New("declined"))
+	if err := interceptor.CompleteAsync(ctx, failingCompleter{}, h.opts, hand, nil, declined); err == nil {
+		t.Fatal("first CompleteAsync: the completer failed, want an error")
+	}
+	c := &recordingCompleter{}
+	if err := interceptor.CompleteAsync(ctx, c, h.opts, hand, nil, declined); err != nil || len(c.results) != 1 {
+		t.Fatalf("second CompleteAsync with the same outcome: %v, %d completions; want it completed", err, len(c.results))
+	}
+}
