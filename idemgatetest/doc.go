@@ -22,8 +22,9 @@
 //     dies before it can record anything; the retry comes after the dead
 //     attempt's lease. A destructive write is then refused (IdempotencyInFlight,
 //     non-retryable) unless its vendor deduplicates on the key
-//     (Options.VendorWindows); an idempotent one is taken over and runs again
-//     with the same key.
+//     (Options.VendorWindows) and the key left through idemhttp or the MCP
+//     bridge (which record that it did); an idempotent one is taken over and
+//     runs again with the same key.
 //   - ResolvedAsSent: as CrashAfterVendor, then a person resolves the key as sent
 //     with the result given (`idemgate resolve KEY --sent`): the retry returns
 //     that result without running.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,6 +107,16 @@ func stripeClient(url string, base http.RoundTripper) *stripe.Client {
 	})))
 }
 
+// plainStripeClient is stripeClient without idemhttp: the activity key never leaves.
+func plainStripeClient(url string) *stripe.Client {
+	return stripe.NewClient("sk_test_123", stripe.WithBackends(stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		HTTPClient:        &http.Client{},
+		URL:               stripe.String(url),
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+		MaxNetworkRetries: stripe.Int64(0),
+	})))
+}
+
 // TestStripeMockThroughTheGate runs stripe-go against stripe-mock inside a real Temporal
 // activity gated by the interceptor.
 func TestStripeMockThroughTheGate(t *testing.T) {
@@ -133,6 +144,29 @@ func TestStripeMockThroughTheGate(t *testing.T) {
 		}
 		if acts[0] == "" || acts[0] != acts[1] || keys[0] != want || keys[1] != want {
 			t.Fatalf("activity keys %q, Idempotency-Key reflected %q; want one key %q on both attempts", acts, keys, want)
+		}
+	})
+
+	// Issue 18 item 12: the same activity named in VendorWindows, but its body calls
+	// Stripe through a plain http.Client (idemhttp forgotten): no key of ours leaves,
+	// nothing records that it did, and the gate refuses attempt 2 instead of trusting
+	// a deduplication that cannot happen (stripe-go's own random key differs per
+	// attempt). Before, attempt 2 was re-sent: two charges, workflow green.
+	t.Run("unknown outcome, refused when the body forgot idemhttp", func(t *testing.T) {
+		p := &payments{sc: plainStripeClient(url), failAfter: func(a int32) bool { return a == 1 }}
+		_, err := runCharge(t, interceptor.Options{
+			Store:         memory.New(),
+			VendorWindows: map[string]time.Duration{"ChargeCard": idemhttp.Stripe.Window},
+		}, p)
+		var app *temporal.ApplicationError
+		if !errors.As(err, &app) || app.Type() != interceptor.ErrTypeInFlight || !app.NonRetryable() {
+			t.Fatalf("workflow error %v, want a non-retryable %s", err, interceptor.ErrTypeInFlight)
+		}
+		if !strings.Contains(app.Error(), "keyed transport") {
+			t.Errorf("the refusal does not say why the vendor window was not used: %v", app)
+		}
+		if keys, _ := p.calls(); len(keys) != 1 {
+			t.Fatalf("stripe-mock saw %d charges, want 1: the forgotten idemhttp was trusted", len(keys))
 		}
 	})
 

@@ -187,6 +187,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if renames {
 		disableReplay(out.Header)
 	}
+	if st != nil {
+		// Evidence for the gate, before the key leaves: a re-send of an unknown outcome
+		// that relies on the vendor's deduplication (Options.VendorWindows) rests on it.
+		// Not recorded (a store error) only makes that re-send be refused: send anyway.
+		_ = st.Sending(ctx, attempt.Sent{Via: "idemhttp:" + t.p.Name, Host: req.URL.Host, Window: t.dedupWindow()})
+	}
 
 	resp, err := t.base.RoundTrip(out)
 	if st == nil {
@@ -269,6 +275,15 @@ func (t *transport) place(out *http.Request, st *attempt.State, vkey string) err
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	return nil
+}
+
+// dedupWindow is how long the vendor deduplicates on the key this transport sends:
+// 0 when it sends none or the vendor does not deduplicate (or does not say how long).
+func (t *transport) dedupWindow() time.Duration {
+	if t.p.Where == Nowhere || !t.p.Dedupes || t.p.Window <= 0 {
+		return 0
+	}
+	return t.p.Window
 }
 
 // windowPassed says why a destructive retry must not be sent, or "" when the vendor

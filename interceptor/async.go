@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgate/idemgate/store"
 )
@@ -69,7 +71,10 @@ type AsyncCompleter interface {
 // A store error returns before the activity is completed: call CompleteAsync again.
 // When the claim is no longer this attempt's (the attempt's deadline passed and
 // another attempt took over), nothing is stored or completed and the error says so.
-// Calling it again after a failed completion is safe.
+// Calling it again after a failed completion is safe with the same outcome; with
+// another (another result, or an error after a result) it returns an error matching
+// ErrOutcomeDiffers and completes nothing, since a repeat of the write returns the
+// outcome stored first.
 func CompleteAsync(ctx context.Context, c AsyncCompleter, opts Options, h HandOff, result any, err error) error {
 	if h.Key != "" {
 		if serr := storeAsync(ctx, opts, h, result, err); serr != nil {
@@ -105,7 +110,9 @@ func storeAsync(ctx context.Context, opts Options, h HandOff, result any, cause 
 				"Next step: complete it with a value the data converter can encode", h.Activity, h.Key, eerr)
 		}
 		if len(data) > o.MaxResultSize {
+			// Not stored; its digest on the receipt lets a repeat of this call be compared.
 			t.ResultOmitted = true
+			rec.ResultRef = resultRef(data)
 		} else {
 			t.Result = data
 			rec.ResultRef = resultRef(data)
@@ -115,9 +122,12 @@ func storeAsync(ctx context.Context, opts Options, h HandOff, result any, cause 
 	t.Receipt = rec
 	err = op(ctx, t)
 	if errors.Is(err, store.ErrNotOwner) {
-		// Stored by an earlier call of CompleteAsync for this hand-off: go on and complete.
-		if r, gerr := o.Store.Get(ctx, h.Key); gerr == nil && r.Owner == h.Owner && r.State == want {
-			return nil
+		r, gerr := o.Store.Get(ctx, h.Key)
+		if gerr == nil && r.Owner == h.Owner {
+			// Stored by an earlier call of CompleteAsync for this hand-off: go on and
+			// complete only with the outcome stored, since a reset or a re-run of the
+			// write returns that one.
+			return sameOutcome(ctx, o, h, r, want, t, cause)
 		}
 		return fmt.Errorf("idemgate: %s key %s: this attempt (%d) no longer holds the claim (its deadline passed "+
 			"and another attempt took over, or the key was resolved); its outcome is not stored and the activity is "+
@@ -128,6 +138,81 @@ func storeAsync(ctx context.Context, opts Options, h HandOff, result any, cause 
 			"Next step: check the store, then call CompleteAsync again", h.Activity, h.Key, err)
 	}
 	return nil
+}
+
+// ErrOutcomeDiffers is matched (errors.Is) by the error CompleteAsync returns when an
+// earlier call for the same hand-off stored another outcome: the activity is not
+// completed with this one.
+var ErrOutcomeDiffers = errors.New("idemgate: CompleteAsync was already called for this hand-off with another outcome")
+
+// sameOutcome checks that r, stored for h by an earlier call of CompleteAsync, holds
+// the outcome this call would store (want, with t's result): nil to go on and
+// complete, else an error naming what differs. The stored outcome stands: it is
+// what a repeat of the write returns.
+func sameOutcome(ctx context.Context, o Options, h HandOff, r store.Record, want store.State, t store.Transition, cause error) error {
+	stored := string(r.State)
+	switch {
+	case want == store.StateReleased && (r.State == store.StateReleased || r.State == store.StateUnknown && r.MayHaveSent):
+		// A release of a claim taken over from an attempt that may have sent leaves it
+		// unknown (store.ReleasedState): the same outcome.
+		return nil
+	case want == store.StateUnknown && r.State == store.StateUnknown:
+		return nil
+	case want == store.StateCompleted && r.State == store.StateCompleted:
+		same, what := sameResult(ctx, o, h, r, t)
+		if same {
+			return nil
+		}
+		stored = "completed with " + what
+	case r.State == store.StateCompleted:
+		stored = "completed with a result"
+	}
+	this := "completed with a result"
+	switch {
+	case want == store.StateReleased:
+		this = fmt.Sprintf("failed with %q, marked NotCommitted", cause)
+	case want == store.StateUnknown:
+		this = fmt.Sprintf("failed with %q (outcome unknown)", cause)
+	case t.ResultOmitted:
+		this = "completed with a result over Options.MaxResultSize"
+	case len(t.Result) > 0:
+		this = "completed with result " + resultRef(t.Result)
+	}
+	return fmt.Errorf("idemgate: %s key %s: %w: stored %s, this call %s. The activity is not completed with this "+
+		"outcome: a retry, reset or re-run of the write returns the stored one. Next step: call CompleteAsync again "+
+		"with the stored outcome (see `idemgate receipts --key %s`), or, if the stored one is wrong, settle the "+
+		"write with the vendor by hand", h.Activity, h.Key, ErrOutcomeDiffers, stored, this, h.Key)
+}
+
+// sameResult compares the result of a completed record with the one t would store,
+// payload by payload (the encoding of a payload's metadata map is not canonical).
+// A result over Options.MaxResultSize is not stored: it is compared by the digest its
+// completion receipt carries. what describes the stored result when they differ.
+func sameResult(ctx context.Context, o Options, h HandOff, r store.Record, t store.Transition) (same bool, what string) {
+	if r.ResultOmitted || t.ResultOmitted {
+		if !r.ResultOmitted || !t.ResultOmitted {
+			return false, "a result of another size"
+		}
+		rr, ok := o.Store.(receiptReader)
+		if !ok {
+			return false, "a result over Options.MaxResultSize that cannot be compared (the store lists no receipts)"
+		}
+		rs, err := rr.Receipts(ctx, store.ReceiptFilter{Key: h.Key, WorkflowID: h.WorkflowID, Decision: store.DecisionRan})
+		if err != nil {
+			return false, fmt.Sprintf("a result over Options.MaxResultSize whose receipt cannot be read (%v)", err)
+		}
+		for _, rc := range rs {
+			if rc.RunID == h.RunID && rc.Attempt == h.Attempt && rc.ResultRef != "" {
+				return rc.ResultRef == t.Receipt.ResultRef, "result " + rc.ResultRef
+			}
+		}
+		return false, "a result over Options.MaxResultSize with no digest on record"
+	}
+	var a, b commonpb.Payloads
+	if proto.Unmarshal(r.Result, &a) != nil || proto.Unmarshal(t.Result, &b) != nil {
+		return false, "result " + resultRef(r.Result)
+	}
+	return proto.Equal(&a, &b), "result " + resultRef(r.Result)
 }
 
 // handOff is what AsyncToken hands out for this attempt.

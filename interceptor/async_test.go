@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,5 +148,112 @@ func TestCompleteAsyncStoresBeforeCompleting(t *testing.T) {
 	}
 	if r, err := h.store.Get(ctx, "k-async"); err != nil || r.State != store.StateReleased {
 		t.Fatalf("record after NotCommitted: %+v, %v", r, err)
+	}
+}
+
+// CompleteAsync called twice for one hand-off — the first stored its outcome but
+// its completion failed — must not complete the activity with another result than
+// the key stores: a reset or re-run would return the first. The same result again
+// is fine; another result, or another kind of outcome, is refused and completes nothing.
+func TestCompleteAsyncTwiceWithAnotherOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		first, second  any
+		firstErr       error
+		secondErr      error
+		maxResult      int
+		wantSecondFail bool
+	}{
+		{name: "another result", first: "approved", second: "rejected", wantSecondFail: true},
+		{name: "the same result", first: "approved", second: "approved"},
+		{name: "a result, then an error", first: "approved", secondErr: errors.New("timed out"), wantSecondFail: true},
+		{name: "an error, then a result", firstErr: errors.New("timed out"), second: "approved", wantSecondFail: true},
+		{name: "not committed twice", firstErr: interceptor.NotCommitted(errors.New("declined")),
+			secondErr: interceptor.NotCommitted(errors.New("declined"))},
+		{name: "another result over the size limit", first: strings.Repeat("a", 64), second: strings.Repeat("b", 64),
+			maxResult: 16, wantSecondFail: true},
+		{name: "the same result over the size limit", first: strings.Repeat("a", 64), second: strings.Repeat("a", 64), maxResult: 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.opts.MaxResultSize = tc.maxResult
+			ctx := context.Background()
+			now := time.Now()
+			args, hash := hashOf(t, charge)
+			cl := store.Claim{Key: "k-async-twice", Activity: "PayExpense", Effect: "destructive", ArgsHash: hash, Args: args,
+				Owner: "owner-1", Lease: now.Add(time.Hour), Window: time.Hour, Now: now, WorkflowID: "wf", RunID: "run", Attempt: 1}
+			if _, _, err := h.store.Begin(ctx, cl); err != nil {
+				t.Fatal(err)
+			}
+			hand := interceptor.HandOff{TaskToken: []byte("token"), Key: "k-async-twice", Owner: "owner-1",
+				Activity: "PayExpense", Effect: "destructive", WorkflowID: "wf", RunID: "run", Attempt: 1}
+			// The first call stores its outcome; completing the activity fails.
+			down := &failingCompleter{}
+			if err := interceptor.CompleteAsync(ctx, down, h.opts, hand, tc.first, tc.firstErr); err == nil {
+				t.Fatal("first CompleteAsync: the completer failed, want an error")
+			}
+			c := &recordingCompleter{}
+			err := interceptor.CompleteAsync(ctx, c, h.opts, hand, tc.second, tc.secondErr)
+			if !tc.wantSecondFail {
+				if err != nil || len(c.results) != 1 {
+					t.Fatalf("second CompleteAsync with the same outcome: %v, %d completions; want it completed", err, len(c.results))
+				}
+				return
+			}
+			if !errors.Is(err, interceptor.ErrOutcomeDiffers) || len(c.results) != 0 {
+				t.Fatalf("second CompleteAsync with another outcome: %v, completions %v; want ErrOutcomeDiffers and none", err, c.results)
+			}
+			for _, want := range []string{"PayExpense", "k-async-twice", "stored", "this call", "Next step"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the refusal %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+type failingCompleter struct{}
+
+func (failingCompleter) CompleteActivity(context.Context, []byte, any, error) error {
+	return errors.New("connection reset")
+}
+
+// recordingCompleter records the results it was asked to complete with.
+type recordingCompleter struct{ results []any }
+
+func (c *recordingCompleter) CompleteActivity(_ context.Context, _ []byte, result any, err error) error {
+	c.results = append(c.results, result)
+	return nil
+}
+
+// A NotCommitted completion of a claim taken over from an attempt that may have sent
+// leaves the key unknown (store.ReleasedState); calling CompleteAsync again with the
+// same outcome, after the first completion failed, completes the activity instead of
+// saying the attempt lost its claim.
+func TestCompleteAsyncNotCommittedTwiceAfterTakeover(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	now := time.Now()
+	args, hash := hashOf(t, charge)
+	cl := store.Claim{Key: "k-async-taken", Activity: "PayExpense", Effect: "destructive", ArgsHash: hash, Args: args,
+		Owner: "owner-1", Lease: now.Add(-time.Minute), Window: time.Hour, Now: now.Add(-time.Hour)}
+	if _, _, err := h.store.Begin(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Abandon(ctx, store.Transition{Key: cl.Key, Owner: "owner-1", Now: now.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Owner, cl.Now, cl.Lease, cl.TakeOver = "owner-2", now, now.Add(time.Hour), true
+	if o, _, err := h.store.Begin(ctx, cl); err != nil || o != store.OutcomeTakenOver {
+		t.Fatalf("takeover: %v, %v", o, err)
+	}
+	hand := interceptor.HandOff{TaskToken: []byte("token"), Key: cl.Key, Owner: "owner-2", Activity: "PayExpense"}
+	declined := interceptor.NotCommitted(errors.New("declined"))
+	if err := interceptor.CompleteAsync(ctx, failingCompleter{}, h.opts, hand, nil, declined); err == nil {
+		t.Fatal("first CompleteAsync: the completer failed, want an error")
+	}
+	c := &recordingCompleter{}
+	if err := interceptor.CompleteAsync(ctx, c, h.opts, hand, nil, declined); err != nil || len(c.results) != 1 {
+		t.Fatalf("second CompleteAsync with the same outcome: %v, %d completions; want it completed", err, len(c.results))
 	}
 }

@@ -53,10 +53,23 @@
 // (non-retryable) until a person resolves it, unless Options.VendorWindows says the
 // vendor deduplicates on the forwarded key: then the retry is re-sent with the same
 // key while the first attempt is inside the vendor's window (up to 2 min before its
-// end, for clock skew between the workers and the vendor). The refusal quotes the
+// end, for clock skew between the workers and the vendor) — and only if the claim
+// holds the evidence that the key left through a keyed transport (idemhttp, the MCP
+// bridge), which records it in the store just before the key leaves. A body that
+// calls the vendor with a plain http.Client sends no key the vendor could
+// deduplicate on, and its unknown outcome is refused like any other; the re-send
+// also stops at the shortest window the evidence names. The refusal quotes the
 // earlier attempt's own error from its receipt (WithheldCall.Earlier, when the store
 // can list receipts): often the root cause, such as a validation error the activity
 // raised before sending and did not mark NotCommitted.
+//
+// One store per key space: the workflow worker puts its store's identity
+// (store.Gate.Identity) beside the key, and an activity worker on another store — a
+// leftover fleet polling the same task queue — refuses the write with
+// IdempotencyWrongStore (retryable, nothing claimed or run, both stores named), so a
+// worker on the right store takes a later attempt instead of the key being claimed,
+// and the write sent, once in each store. A header without an identity (a workflow
+// worker of an older idemgate) is accepted.
 //
 // To let a blocked workflow continue by itself, set Options.HoldUnknown: the
 // refusal is then retryable with NextRetryDelay = HoldUnknown, so the activity's

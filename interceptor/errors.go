@@ -40,6 +40,11 @@ const (
 	// ErrTypeArgsInvalid: the arguments have no canonical form (a channel, a func,
 	// NaN). Non-retryable; nothing ran.
 	ErrTypeArgsInvalid = "IdempotencyArgsInvalid"
+	// ErrTypeWrongStore: the write's key was minted by a workflow worker whose claim
+	// store is another than this activity worker's (two fleets on different stores
+	// gating one task queue). Retryable, so that a worker on the right store can
+	// take the next attempt; nothing ran and nothing was claimed here.
+	ErrTypeWrongStore = "IdempotencyWrongStore"
 	// ErrTypeResultNotStored: a finished write was repeated, but its result was over
 	// Options.MaxResultSize and not stored. Non-retryable; not run again.
 	ErrTypeResultNotStored = "IdempotencyResultNotStored"

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -26,6 +27,7 @@ const (
 	decisionRefusedInvalid  store.Decision = "refused-invalid"
 	decisionRefusedNoResult store.Decision = "refused-no-result"
 	decisionStoreDown       store.Decision = "refused-store-unavailable"
+	decisionWrongStore      store.Decision = "refused-wrong-store"
 )
 
 // evidenceTimeout bounds the store writes made after the activity body returned;
@@ -112,6 +114,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		c.signal(decisionRefusedInvalid, err)
 		return nil, err
 	}
+	if h.Store != "" && h.Store != r.opts.Store.Identity() {
+		return nil, c.wrongStore(h.Store)
+	}
 	if h.Rerun != nil && !h.Rerun.Allows(c.effect) {
 		return nil, c.gated(*h.Rerun)
 	}
@@ -129,10 +134,14 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	faultpoint.Hit(faultpoint.BeforeClaim)
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
 	if err == nil && outcome == store.OutcomeUnknown {
-		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
-		if w, ok := r.opts.VendorWindows[c.name]; ok && attempt.InVendorWindow(rec.CreatedAt, c.now, w) {
-			cl.TakeOver = true
-			outcome, rec, err = r.opts.Store.Begin(ctx, cl)
+		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its
+		// window, if the key did leave to it: the record must carry the evidence the keyed
+		// transport recorded (store.ResendWindow), or the configuration is all we have.
+		if w, ok := r.opts.VendorWindows[c.name]; ok {
+			if ew, ok := store.ResendWindow(rec, w); ok && attempt.InVendorWindow(rec.CreatedAt, c.now, ew) {
+				cl.TakeOver = true
+				outcome, rec, err = r.opts.Store.Begin(ctx, cl)
+			}
 		}
 	}
 	if err != nil {
@@ -243,6 +252,11 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	// Retry: an earlier attempt may have reached the vendor with this key (only a
 	// takeover says so; a re-claim after a release follows attempts that reached nobody).
 	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver}
+	if _, ok := c.r.opts.VendorWindows[c.name]; ok && c.effect == Destructive {
+		// Its unknown outcome may be re-sent relying on the vendor: only on evidence
+		// that the key left through the keyed transport (store.ResendWindow).
+		st.RecordSent = c.recordSent
+	}
 	actx := c.ctx
 	if hb := c.info.HeartbeatTimeout; hb > 0 && !c.info.IsLocalActivity {
 		var stop func()
@@ -389,6 +403,18 @@ func (c *call) inFlight(rec store.Record) error {
 	return appError(msg, ErrTypeInFlight, false, wait)
 }
 
+// recordSent is attempt.State.RecordSent for this attempt: evidence in the claim that
+// the key leaves through a keyed transport, committed (not synced) before it does.
+func (c *call) recordSent(ctx context.Context, s attempt.Sent) error {
+	err := c.r.opts.Store.RecordSent(ctx, c.key, c.owner, store.Sent{Via: s.Via, Host: s.Host, Window: s.Window})
+	if err != nil {
+		activity.GetLogger(c.ctx).Warn("idemgate: the evidence that the key left through the keyed transport is not "+
+			"stored; an unknown outcome of this attempt will be refused, not re-sent", "activity", c.name, "key", c.key,
+			"via", s.Via, "host", s.Host, "error", err)
+	}
+	return err
+}
+
 func (c *call) refuseUnknown(rec store.Record) error {
 	call := c.withheld()
 	call.Earlier = c.earlier(rec)
@@ -403,6 +429,9 @@ func (c *call) refuseUnknown(rec store.Record) error {
 		"the vendor, then `idemgate resolve %s --sent --result FILE --reason ...` if it happened (the stored result "+
 		"is returned) or `--not-sent --reason ...` if it did not (the write runs once more).%s", c.effect, c.name,
 		c.key, rec.Attempt, rec.WorkflowID, rec.CreatedAt.Format(time.RFC3339), why, call, c.key, hint)
+	if w, ok := c.r.opts.VendorWindows[c.name]; ok {
+		msg += c.noResend(rec, w)
+	}
 	if !store.Resolvable(rec, c.now) {
 		// The owner's lease passed only just: a worker whose clock runs behind may still
 		// send until lease + store.LeaseMargin, and resolve waits for that too.
@@ -424,6 +453,31 @@ func (c *call) refuseUnknown(rec store.Record) error {
 	}
 	c.refuse(store.DecisionRefusedInFlight, msg, true)
 	return appError(msg, ErrTypeInFlight, true, 0, call)
+}
+
+// noResend says why a write named in Options.VendorWindows is not re-sent.
+func (c *call) noResend(rec store.Record, w time.Duration) string {
+	ew, ok := store.ResendWindow(rec, w)
+	switch {
+	case len(rec.Sent) == 0:
+		return fmt.Sprintf(" Options.VendorWindows names %s, but nothing shows that the key left through a keyed "+
+			"transport (idemhttp, the MCP bridge): the body may call the vendor without the key, so the vendor cannot "+
+			"deduplicate a re-send.", c.name)
+	case !ok:
+		return fmt.Sprintf(" Options.VendorWindows names %s, but the key left for a vendor that does not deduplicate "+
+			"on it (%s), so a re-send would reach it as a second write.", c.name, sentList(rec.Sent))
+	default:
+		return fmt.Sprintf(" The key left through %s, but the vendor's window (%s from %s) has ended or is about to.",
+			sentList(rec.Sent), ew, rec.CreatedAt.Format(time.RFC3339))
+	}
+}
+
+func sentList(ss []store.Sent) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, ", ")
 }
 
 // receiptReader is the one Operator method a refusal uses when the store has it:
@@ -486,6 +540,21 @@ func (c *call) refuse(d store.Decision, msg string, withCall bool) {
 		activity.GetLogger(c.ctx).Warn("idemgate: refusal receipt not stored", "activity", c.name, "key", c.key, "error", err)
 	}
 	c.signal(d, errors.New(msg))
+}
+
+// wrongStore refuses a write whose key was minted beside another store: claiming it
+// here too would let both stores claim it, and the write happen twice. Retryable:
+// a leftover worker on the wrong store must not use up the write, a worker on the
+// right store takes a later attempt. Nothing is stored: this is not the key's store.
+func (c *call) wrongStore(theirs string) error {
+	ours := c.r.opts.Store.Identity()
+	msg := fmt.Sprintf("idemgate: %s (%s) key %s was minted by a workflow worker whose claim store is %q, but this "+
+		"activity worker's store is %q: claiming it here could run the write a second time, unseen by the other "+
+		"store. Not run; Temporal retries, and a worker on store %q can take it. Next step: stop the workers on "+
+		"store %q that poll this task queue, or point them at the same store (the same SQLite file or PostgreSQL "+
+		"database) as the workflow workers.", c.name, c.effect, c.key, theirs, ours, theirs, ours)
+	c.signal(decisionWrongStore, errors.New(msg))
+	return appError(msg, ErrTypeWrongStore, false, 0)
 }
 
 func (c *call) storeDown(what string, err error) error {
@@ -557,7 +626,9 @@ func encodeResult(dc converter.DataConverter, v any) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return proto.Marshal(p)
+	// Deterministic: a payload's metadata is a map, and a repeat of CompleteAsync
+	// compares results by the digest of these bytes when they were too large to store.
+	return proto.MarshalOptions{Deterministic: true}.Marshal(p)
 }
 
 func resultRef(b []byte) string {

@@ -117,6 +117,11 @@ func TestLostClaimReplyGivesTheClaimBack(t *testing.T) {
 			Window: 24 * time.Hour, WorkflowID: "earlier-wf", Attempt: 1, Now: now.Add(-time.Hour)}); err != nil || o != store.OutcomeClaimed {
 			t.Fatalf("seed: %v %v", o, err)
 		}
+		// It left through a keyed transport: the evidence a re-send rests on.
+		if err := h.store.RecordSent(context.Background(), key, "earlier", store.Sent{Via: "test:vendor", Host: "vendor.test",
+			Window: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
 		if err := h.store.Abandon(context.Background(), store.Transition{Key: key, Owner: "earlier", Now: now.Add(-time.Hour)}); err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,10 @@ type callHeader struct {
 	// Standalone is the caller's activity ID of a standalone activity, written by
 	// NewClientInterceptor.
 	Standalone string `json:"sa,omitempty"`
+	// Store is the identity of the claim store of the workflow worker that minted
+	// the key (store.Gate.Identity): an activity worker on another store refuses
+	// the write. Empty (older workflows, a client without a store): not checked.
+	Store string `json:"st,omitempty"`
 }
 
 var jsonPlain = map[string][]byte{"encoding": []byte("json/plain")}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/interceptor/internal/canon"
+	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
@@ -38,6 +39,11 @@ func newVendor() *vendor { return &vendor{calls: map[string]int{}} }
 
 func (v *vendor) hit(ctx context.Context) string {
 	key, _ := interceptor.KeyFromContext(ctx)
+	// The fake vendor is reached as through a keyed transport that deduplicates for
+	// a day: the evidence a re-send inside Options.VendorWindows rests on.
+	if st, ok := attempt.FromContext(ctx); ok {
+		_ = st.Sending(ctx, attempt.Sent{Via: "test:vendor", Host: "vendor.test", Window: 24 * time.Hour})
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.calls[key]++

@@ -28,13 +28,17 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 	if err != nil {
 		return appError(err.Error(), ErrTypeArgsInvalid, true, 0)
 	}
+	h := callHeader{}
 	if e := w.root.classify(activityType).Effect; e != Read {
 		if _, err := canon.Encode(nil, args); err != nil {
 			return argsInvalid(activityType, e, err, "scheduled")
 		}
+		// The key is claimed in this worker's store; one store per key space. A pure
+		// getter (the identity is read when the store opens): no I/O in the workflow.
+		h.Store = w.root.opts.Store.Identity()
 	}
 	info := workflow.GetInfo(ctx)
-	h := callHeader{Scope: w.keyScope(ctx)}
+	h.Scope = w.keyScope(ctx)
 	if b, ok := ctx.Value(businessKeyCtx{}).(string); ok {
 		h.Business, h.HasBusiness = b, true
 	}

@@ -27,7 +27,7 @@ type Decision struct {
 	Attempt int32
 	// Decision is what the gate did: a store.Decision ("ran", "replayed",
 	// "refused-in-flight", …) or one of the gate's own ("refused-invalid",
-	// "refused-no-result", "refused-store-unavailable"). The metric
+	// "refused-no-result", "refused-store-unavailable", "refused-wrong-store"). The metric
 	// idemgate_decisions carries it as the tag "decision".
 	Decision string
 	// ErrorType is the ApplicationError type the workflow sees for a refusal
@@ -42,7 +42,7 @@ type Decision struct {
 func (d Decision) Refused() bool {
 	switch store.Decision(d.Decision) {
 	case store.DecisionRefusedConflict, store.DecisionRefusedInFlight, store.DecisionGated,
-		decisionRefusedInvalid, decisionRefusedNoResult, decisionStoreDown:
+		decisionRefusedInvalid, decisionRefusedNoResult, decisionStoreDown, decisionWrongStore:
 		return true
 	}
 	return false
@@ -85,6 +85,8 @@ func decisionErrorType(d store.Decision, err error) string {
 		return ErrTypeResultNotStored
 	case decisionRefusedInvalid:
 		return ErrTypeArgsInvalid
+	case decisionWrongStore:
+		return ErrTypeWrongStore
 	}
 	return ""
 }

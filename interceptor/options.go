@@ -86,7 +86,10 @@ type Options struct {
 
 	// VendorWindows names activities whose every side effect goes to a vendor that
 	// deduplicates on the forwarded key, with its window: their unknown-outcome retries
-	// re-send inside it instead of being refused. Optional: nil refuses every such retry.
+	// re-send inside it instead of being refused — when the claim holds the evidence,
+	// recorded by idemhttp or the MCP bridge before the key left, that it went out
+	// through them (and never past the shortest window that evidence names). Optional:
+	// nil refuses every such retry.
 	VendorWindows map[string]time.Duration
 
 	// DataConverter encodes stored results, which a repeat returns as they are: give

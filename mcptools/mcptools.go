@@ -513,6 +513,7 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 	p := &mcp.CallToolParams{Name: t.name, Arguments: args}
 	if key, ok := interceptor.KeyFromContext(ctx); ok {
 		p.Meta = mcp.Meta{MetaKey: key}
+		b.sending(ctx)
 	}
 	res, err := b.session.CallTool(ctx, p)
 	if err != nil {
@@ -549,6 +550,15 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 			"make the tool return less", t.activity, n, b.opts.MaxResultSize), "McpResultTooLarge", nil)
 	}
 	return out, nil
+}
+
+// sending records, before the key leaves in _meta, the evidence a re-send relying on
+// the server's Dedup rests on (interceptor.Options.VendorWindows, from DedupWindow);
+// a store error only makes that re-send be refused.
+func (b *Bridge) sending(ctx context.Context) {
+	if st, ok := attempt.FromContext(ctx); ok {
+		_ = st.Sending(ctx, attempt.Sent{Via: "mcp:" + b.server, Host: b.server, Window: b.opts.DedupWindow})
+	}
 }
 
 // callFailed says what a failed tools/call means for the gate.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -328,4 +329,69 @@ func TestDialErrorHidesCredentials(t *testing.T) {
 			t.Errorf("Dial(%s) = %v; want an unreachable error without the credentials", u, err)
 		}
 	}
+}
+
+// Issue 18 item 12, over MCP: a re-send relying on the server's deduplication rests
+// on the evidence the bridge records before the key leaves, naming the server and
+// its DedupWindow. A tool named in VendorWindows by hand while the bridge says the
+// server does not deduplicate (no DedupWindow; this server has no Dedup) is refused
+// after an unknown outcome, not sent again: before, the configuration alone
+// re-sent it and the refund ran twice. With DedupWindow the record names the server.
+func TestBridgeResendRestsOnEvidence(t *testing.T) {
+	s := newTestServer(t, nil, toolSpec{name: "refund_payment"})
+	transports(t, s, func(t *testing.T, tr mcp.Transport) {
+		_, before := s.seen()
+		b, err := mcptools.Dial(context.Background(), "billing", tr, mcptools.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Session().Close()
+		const name = "mcp.billing.refund_payment"
+		stopAfterActing := func(r mcptools.Registry) {
+			r.RegisterActivityWithOptions(func(ctx context.Context, args map[string]any) (*mcptools.Result, error) {
+				res, err := b.Call(ctx, name, args)
+				if err == nil && activityAttempt(ctx) == 1 {
+					return nil, errors.New("worker stopped: the answer was lost")
+				}
+				return res, err
+			}, activityRegisterOptions(name))
+		}
+		st := memory.New()
+		opts := interceptor.Options{Store: st, VendorWindows: map[string]time.Duration{name: time.Hour}}
+		b.Apply(&opts)
+		_, err = runCall(t, opts, stopAfterActing, name, map[string]any{"payment": "py_1", "amount": 500})
+		if err == nil || !strings.Contains(err.Error(), "refused destructive "+name) || !strings.Contains(err.Error(), "mcp:billing") {
+			t.Errorf("a server without deduplication: the retry must be refused, naming the evidence: %v", err)
+		}
+		_, after := s.seen()
+		if n := after["refund_payment"] - before["refund_payment"]; n != 1 {
+			t.Fatalf("refund ran %d times, want 1", n)
+		}
+
+		// The bridge with DedupWindow records the evidence before the key leaves.
+		b2, err := mcptools.New(context.Background(), "billing", b.Session(), mcptools.Options{DedupWindow: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = memory.New()
+		opts = interceptor.Options{Store: st}
+		b2.Apply(&opts)
+		ok := func(r mcptools.Registry) {
+			r.RegisterActivityWithOptions(func(ctx context.Context, args map[string]any) (*mcptools.Result, error) {
+				key, _ := interceptor.KeyFromContext(ctx)
+				res, err := b2.Call(ctx, name, args)
+				if err == nil {
+					rec, gerr := st.Get(ctx, key)
+					want := []store.Sent{{Via: "mcp:billing", Host: "billing", Window: time.Hour}}
+					if gerr != nil || !reflect.DeepEqual(rec.Sent, want) {
+						t.Errorf("evidence in the claim after the call: %+v, %v; want %+v", rec.Sent, gerr, want)
+					}
+				}
+				return res, err
+			}, activityRegisterOptions(name))
+		}
+		if _, err := runCall(t, opts, ok, name, map[string]any{"payment": "py_2", "amount": 500}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

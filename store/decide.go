@@ -90,6 +90,8 @@ func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record,
 	next.WorkflowID, next.RunID, next.Attempt = c.WorkflowID, c.RunID, c.Attempt
 	next.Claims = existing.Claims + 1
 	next.UpdatedAt = c.Now
+	// Evidence is per owner: the new one records its own (ApplySent).
+	next.Sent = nil
 	// The owner before may have reached the vendor: remember it, keep CreatedAt
 	// (the vendor's window started then), and keep the record while this attempt
 	// may run.

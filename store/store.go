@@ -92,6 +92,10 @@ type Record struct {
 	// ExpiresAt is when the record is forgotten (see Expired): a later Begin treats
 	// it as absent and Sweep removes it. Never before Lease+LeaseMargin of a claim.
 	ExpiresAt time.Time
+	// Sent is the evidence, recorded by the current owner's keyed transport, that
+	// the key left to a vendor that deduplicates on it (see ApplySent, ResendWindow).
+	// A fresh claim and a takeover start with none.
+	Sent []Sent
 }
 
 // Claim asks Begin for ownership of a key.
@@ -202,6 +206,16 @@ type Gate interface {
 	Append(ctx context.Context, r Receipt) error
 	// Pauses lists the pauses in force, oldest first.
 	Pauses(ctx context.Context) ([]Pause, error)
+	// RecordSent adds evidence s to the record of key for its current owner (see
+	// ApplySent): a keyed transport calls it just before the key leaves. It is
+	// committed before it returns, but need not be synced: losing it only makes a
+	// later re-send be refused. ErrNotOwner when owner no longer holds the claim.
+	RecordSent(ctx context.Context, key, owner string, s Sent) error
+	// Identity names this store: created once and kept in the store, the same for
+	// every worker that opens it (a memory store: one per instance). Workflow
+	// workers send it beside the key, and an activity worker on another store
+	// refuses the key rather than claim it a second time elsewhere.
+	Identity() string
 }
 
 // Operator is what a person or a tool needs to inspect and settle keys: read

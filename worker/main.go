@@ -184,7 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			cl := census.Effects[name]
 			fmt.Fprintf(stdout, "mcp: %s: %s — %s\n", name, cl.Effect, cl.Reason())
 			if w, ok := opts.VendorWindows[name]; ok {
-				fmt.Fprintf(stdout, "mcp: %s: the server deduplicates keys for %v: an unknown outcome is re-sent with its key inside it\n", name, w)
+				fmt.Fprintf(stdout, "mcp: %s: the server deduplicates keys for %v: an unknown outcome is re-sent with its key inside it, when the claim shows the key left through the bridge\n", name, w)
 			}
 		}
 	}
@@ -196,7 +196,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "contradicts: %s: the name reads %s, its annotations say %s (the name's class stands)\n",
 			name, cl.Effect, cl.Hinted)
 	}
-	fmt.Fprintf(stdout, "worker: polling %s on %s (namespace %s), store %s\n", *queue, *address, *namespace, storeopen.Redact(*storeSpec))
+	fmt.Fprintf(stdout, "worker: polling %s on %s (namespace %s), store %s (identity %s)\n", *queue, *address, *namespace,
+		storeopen.Redact(*storeSpec), st.Identity())
 	if err := w.Start(); err != nil {
 		fmt.Fprintf(stderr, "worker: start: %v\n", err)
 		return 2

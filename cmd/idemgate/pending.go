@@ -29,6 +29,9 @@ type recordJSON struct {
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	ExpiresAt   time.Time `json:"expires_at"`
+	// Sent is the evidence that the current owner's key left through a keyed
+	// transport (store.Record.Sent): a vendor-window re-send rests on it.
+	Sent []store.Sent `json:"sent,omitempty"`
 }
 
 // withheldCall is the call the gate withholds for r, printed as the gate prints it.
@@ -61,7 +64,8 @@ func (c *cli) pending(args []string) error {
 		for _, r := range rs {
 			j := recordJSON{Key: r.Key, Activity: r.Activity, Effect: r.Effect, State: string(r.State), Call: withheldCall(r),
 				ArgsHash: r.ArgsHash, WorkflowID: r.WorkflowID, RunID: r.RunID, Attempt: r.Attempt, Claims: r.Claims,
-				MayHaveSent: r.MayHaveSent, Owner: r.Owner, Lease: r.Lease.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}
+				MayHaveSent: r.MayHaveSent, Owner: r.Owner, Lease: r.Lease.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
+				Sent: r.Sent}
 			if json.Valid(r.Args) {
 				j.Args = r.Args
 			}

@@ -384,8 +384,16 @@ func Violations(res []CellResult) []string {
 		if r.Tool.Effect == "idempotent-write" && (r.Succeeded != r.Trials || r.NotConverged > 0) {
 			bad("%d of %d succeeded, %d did not converge", r.Succeeded, r.Trials, r.NotConverged)
 		}
-		if r.Tool.Keyed && r.Succeeded != r.Trials {
+		// A vendor-keyed destructive write killed before its request left has no
+		// evidence that its key left through the keyed transport: the gate cannot tell
+		// it from a body that called the vendor without the key, and refuses it
+		// (issue 18 item 12). Past the request, the evidence is in the claim.
+		noEvidence := r.Tool.Effect == "destructive" && r.Tool.Keyed && r.Boundary.N == 2
+		if r.Tool.Keyed && !noEvidence && r.Succeeded != r.Trials {
 			bad("%d of %d succeeded; a vendor-keyed write must finish", r.Succeeded, r.Trials)
+		}
+		if noEvidence && r.Refused != r.Trials {
+			bad("refused %d of %d; a destructive write killed before its key left must be refused", r.Refused, r.Trials)
 		}
 		if (r.Boundary.N == 1 || r.Boundary.N == 5) && r.Succeeded != r.Trials {
 			bad("%d of %d succeeded; nothing was in doubt at this boundary", r.Succeeded, r.Trials)

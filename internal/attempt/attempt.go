@@ -82,8 +82,50 @@ type State struct {
 	// re-claim): the vendor may already have seen the key.
 	Retry bool
 
-	mu  sync.Mutex
-	obs []Observation
+	// RecordSent, set by the gate for a destructive write whose unknown outcome it
+	// would re-send relying on the vendor's deduplication (Options.VendorWindows),
+	// records in the claim store that the key leaves through a keyed transport
+	// (store.Gate.RecordSent). nil: nobody needs the evidence. Transports call Sending.
+	RecordSent func(ctx context.Context, s Sent) error
+
+	mu   sync.Mutex
+	obs  []Observation
+	sent []Sent
+}
+
+// Sent is where a keyed request leaves for: the transport and its profile or server
+// ("idemhttp:stripe", "mcp:shop"), the host, and how long that vendor deduplicates
+// on the key as the transport is configured (0: it does not, or nobody said).
+type Sent struct {
+	Via    string
+	Host   string
+	Window time.Duration
+}
+
+// Sending is what a keyed transport calls just before it writes a request that
+// carries the key: when the gate asked for evidence (RecordSent), it is recorded
+// in the store, once per attempt and destination, before the request may leave. An
+// error is returned for the transport to ignore or report: the request may still be
+// sent, since a missing evidence only makes a later re-send be refused.
+func (s *State) Sending(ctx context.Context, to Sent) error {
+	if s == nil || s.RecordSent == nil {
+		return nil
+	}
+	s.mu.Lock()
+	for _, x := range s.sent {
+		if x == to {
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	s.mu.Unlock()
+	if err := s.RecordSent(ctx, to); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sent = append(s.sent, to)
+	s.mu.Unlock()
+	return nil
 }
 
 // Observe records an observation. Safe for concurrent use.

@@ -3,8 +3,8 @@
 // and time passing, with every interleaving of their events up to a bounded depth.
 //
 // The model calls the real rules (store.Decide, store.Apply, store.ApplyResolve,
-// store.Blocking, store.Expired and the gate's vendor-window rule, gathered in
-// Current), not a copy, so a change of the rules is explored as it is written.
+// store.Blocking, store.Expired, store.ApplySent, store.ResendWindow and the gate's
+// vendor-window rule, gathered in Current), not a copy, so a change of the rules is explored as it is written.
 // Explore walks the state space breadth first with a visited set over a canonical
 // encoding of each state and checks, after every step:
 //
@@ -16,6 +16,10 @@
 //     re-claimed, expired, swept or resolved;
 //   - "an earlier attempt may have sent" never becomes false without a person, and
 //     the key's first-claimed time never moves while it holds.
+//
+// A write whose re-send relies on the vendor sends either through the keyed
+// transport, which records its evidence in the claim first, or (configuration
+// "destructive-vendor-unkeyed") without the key: the gate must then refuse.
 //
 // A key is legitimately forgotten once its window passed (a repeat after that is a
 // new write by design): the checks start a new epoch then.

@@ -41,7 +41,7 @@ func (v Violation) String() string {
 // (the vendor's memory of a key it forgot, a finished attempt's lease) are zeroed.
 type stateKey struct {
 	t                       int32
-	found, may              bool
+	found, may, sent        bool
 	st                      uint8
 	owner, claims           int8
 	lease, created, expires int32
@@ -55,7 +55,7 @@ type stateKey struct {
 // encoded and ignored are the Record fields the key keeps and leaves out. A field
 // in neither panics at start-up: a new field of store.Record must be placed here.
 var (
-	encoded = []string{"State", "Owner", "Lease", "CreatedAt", "ExpiresAt", "Claims", "MayHaveSent"}
+	encoded = []string{"State", "Owner", "Lease", "CreatedAt", "ExpiresAt", "Claims", "MayHaveSent", "Sent"}
 	// Constant for one key in the model, or read by no rule.
 	ignored = []string{"Key", "Activity", "Effect", "ArgsHash", "Args", "Result", "ResultOmitted",
 		"WorkflowID", "RunID", "Attempt", "UpdatedAt"}
@@ -91,6 +91,7 @@ func (m *model) canonical(s *State) stateKey {
 		r := &s.rec
 		k.st, k.owner, k.claims, k.may = stateCode(r.State), int8(m.owner(s)), int8(r.Claims), m.rules.MayHaveSent(*r)
 		k.lease, k.created, k.expires = secs(r.Lease), secs(r.CreatedAt), secs(r.ExpiresAt)
+		k.sent = len(r.Sent) > 0 // the model's transport records one evidence only
 	}
 	if k.vendorFirst >= 0 && s.t >= k.vendorFirst+dsecs(m.cfg.VendorWindow) {
 		k.vendorFirst = -1

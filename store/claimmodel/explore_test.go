@@ -189,3 +189,32 @@ func TestExploreFindsTheEarlyForgottenResult(t *testing.T) {
 		}
 	}
 }
+
+// Issue 18 item 12: an activity named in VendorWindows whose body calls the vendor
+// without the keyed transport. On the rules before it the gate trusted the
+// configured window and re-sent an unknown outcome: the vendor, who never saw a
+// key, charged twice. The current rules re-send only on the record's evidence that
+// the key left through the keyed transport, which such a body never leaves
+// (TestExplore runs the same configuration clean).
+func TestExploreFindsTheUnkeyedResend(t *testing.T) {
+	var cfg Config
+	for _, c := range Configs() {
+		if c.Unkeyed {
+			cfg = c
+		}
+	}
+	res := Explore(cfg, rulesBeforeEvidence(), 5)
+	var found bool
+	for _, v := range res.Violations {
+		if v.Kind == SentTwice && strings.Contains(strings.Join(v.Steps, "\n"), "taken-over") {
+			found = true
+			t.Logf("%s: %s", cfg.Name, v)
+		}
+	}
+	if !found {
+		t.Fatalf("%s: rules before the evidence, depth 5: no second charge by a re-send; found %v", cfg.Name, res.Violations)
+	}
+	if res := Explore(cfg, Current(), 5); len(res.Violations) != 0 {
+		t.Fatalf("%s: current rules: %v", cfg.Name, res.Violations)
+	}
+}

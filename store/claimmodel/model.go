@@ -29,6 +29,11 @@ type Config struct {
 	// Overrun is how long past its lease, by its own clock, a zombie attempt that
 	// ignores its cancellation may still send.
 	Overrun time.Duration
+	// Unkeyed: the activity's body calls the vendor without the keyed transport
+	// (a plain http.Client), although the gate names a VendorWindow for it: no key
+	// leaves, so the vendor cannot deduplicate, nothing records evidence, and no
+	// transport checks a retry.
+	Unkeyed bool
 }
 
 // keepMargin is how long past its lease the contract says a claim's record is kept:
@@ -45,11 +50,13 @@ func Configs() []Config {
 		Skews:   []time.Duration{-2 * time.Second, 0, 2 * time.Second},
 		Overrun: time.Minute,
 	}
-	idem, destr, keyed := base, base, base
+	idem, destr, keyed, unkeyed := base, base, base, base
 	idem.Name, idem.Effect = "idempotent-write", "idempotent-write"
 	destr.Name, destr.Effect = "destructive", "destructive"
 	keyed.Name, keyed.Effect, keyed.VendorWindow = "destructive-vendor-keyed", "destructive", 5*time.Minute
-	return []Config{idem, destr, keyed}
+	// Issue 18 item 12: configuration and wire disagree.
+	unkeyed.Name, unkeyed.Effect, unkeyed.VendorWindow, unkeyed.Unkeyed = "destructive-vendor-unkeyed", "destructive", 5*time.Minute, true
+	return []Config{idem, destr, keyed, unkeyed}
 }
 
 const maxAttempts = 3
@@ -259,7 +266,7 @@ func (m *model) maySend(s *State, i int) bool {
 	if clock >= a.lease+dsecs(m.cfg.Overrun) {
 		return false
 	}
-	if a.retry && m.cfg.Effect == "destructive" {
+	if a.retry && m.cfg.Effect == "destructive" && !m.cfg.Unkeyed {
 		return m.cfg.VendorWindow > 0 && m.rules.Resend(at(a.first), at(clock), m.cfg.VendorWindow)
 	}
 	return true
@@ -310,8 +317,10 @@ type Op struct {
 	Transition store.Transition // Complete, Release, Abandon, Resolve
 	To         store.State      // Resolve
 	Now        time.Time        // Sweep
+	// Sent is RecordSent's evidence (its key and owner in Transition).
+	Sent store.Sent
 	// Outcome is Begin's outcome; Err is nil or store.ErrNotOwner (Complete, Release,
-	// Abandon, Resolve).
+	// Abandon, Resolve, RecordSent).
 	Outcome store.Outcome
 	Err     error
 	// Found and Record: the key's record after the call.
@@ -330,7 +339,13 @@ const (
 	OpAbandon  OpKind = "Abandon"
 	OpSweep    OpKind = "Sweep"
 	OpResolve  OpKind = "Resolve"
+	OpSent     OpKind = "RecordSent"
 )
+
+// sent is the evidence the model's keyed transport records.
+func (m *model) sent() store.Sent {
+	return store.Sent{Via: "idemhttp:vendor", Host: "vendor.example", Window: m.cfg.VendorWindow}
+}
 
 // stepper collects what a step did: violations, and, when asked, the store calls
 // and a description.
@@ -370,7 +385,8 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			s.rec, s.found = next, true
 		}
 		p.op(Op{Kind: OpBegin, Claim: c, Outcome: out}, &s)
-		if out == store.OutcomeUnknown && m.cfg.VendorWindow > 0 && m.rules.Resend(s.rec.CreatedAt, c.Now, m.cfg.VendorWindow) {
+		if w, ok := m.rules.ResendWindow(s.rec, m.cfg.VendorWindow); out == store.OutcomeUnknown && m.cfg.VendorWindow > 0 &&
+			ok && m.rules.Resend(s.rec.CreatedAt, c.Now, w) {
 			c.TakeOver = true
 			out, next, write = m.rules.Decide(s.rec, s.found, c)
 			if write {
@@ -410,6 +426,18 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		}
 	case EvSend:
 		a := &s.att[i]
+		if m.cfg.VendorWindow > 0 && !m.cfg.Unkeyed {
+			// The keyed transport records the evidence, then writes the request.
+			err := store.ErrNotOwner
+			if s.found {
+				var next store.Record
+				var changed bool
+				if next, changed, err = m.rules.ApplySent(s.rec, m.owners[i], m.sent()); changed {
+					s.rec = next
+				}
+			}
+			p.op(Op{Kind: OpSent, Transition: store.Transition{Key: m.key, Owner: m.owners[i]}, Sent: m.sent(), Err: err}, &s)
+		}
 		a.sent, s.sentEpoch = true, true
 		if !a.excused && !s.maySent {
 			s.maySent, s.created = true, -1
@@ -418,7 +446,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 		}
 		effect := true
-		if m.cfg.VendorWindow > 0 {
+		if m.cfg.VendorWindow > 0 && !m.cfg.Unkeyed {
 			if s.vendorFirst >= 0 && s.t < s.vendorFirst+dsecs(m.cfg.VendorWindow) {
 				effect = false
 			} else {

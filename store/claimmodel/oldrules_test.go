@@ -19,6 +19,8 @@ func oldRules() Rules {
 		Expired:      func(r store.Record, now time.Time) bool { return !now.Before(r.ExpiresAt) },
 		Resend:       func(first, now time.Time, w time.Duration) bool { return now.Before(first.Add(w)) },
 		MayHaveSent:  func(store.Record) bool { return false },
+		ApplySent:    noEvidence,
+		ResendWindow: trustTheWindow,
 	}
 }
 
@@ -137,5 +139,22 @@ func rulesBeforeCompletionKept() Rules {
 		}
 	}
 	r.Apply, r.ApplyResolve = early(store.Apply), early(store.ApplyResolve)
+	return r
+}
+
+// noEvidence and trustTheWindow are the rules before issue 18 item 12: nothing
+// recorded that the key left through a keyed transport, and a re-send trusted the
+// configured vendor window alone.
+func noEvidence(existing store.Record, _ string, _ store.Sent) (store.Record, bool, error) {
+	return existing, false, nil
+}
+
+func trustTheWindow(_ store.Record, w time.Duration) (time.Duration, bool) { return w, true }
+
+// rulesBeforeEvidence are the current rules but for the re-send, which trusts the
+// configuration.
+func rulesBeforeEvidence() Rules {
+	r := Current()
+	r.ApplySent, r.ResendWindow = noEvidence, trustTheWindow
 	return r
 }

@@ -26,6 +26,13 @@ type Rules struct {
 	// MayHaveSent reads the record's "an earlier attempt may have sent" mark (false
 	// for rules without one).
 	MayHaveSent func(r store.Record) bool
+	// ApplySent is Gate.RecordSent's rule: a keyed transport records, just before
+	// the key leaves, that it left through it.
+	ApplySent func(existing store.Record, owner string, s store.Sent) (store.Record, bool, error)
+	// ResendWindow is the gate's evidence rule: the window inside which a re-send
+	// that relies on the vendor's deduplication may happen, and whether the record's
+	// evidence allows one at all.
+	ResendWindow func(r store.Record, window time.Duration) (time.Duration, bool)
 }
 
 // Current returns the rules of package store as they are.
@@ -39,5 +46,7 @@ func Current() Rules {
 		Resend:       attempt.InVendorWindow,
 		ResendMargin: 2 * attempt.ClockSkew,
 		MayHaveSent:  func(r store.Record) bool { return r.MayHaveSent },
+		ApplySent:    store.ApplySent,
+		ResendWindow: store.ResendWindow,
 	}
 }

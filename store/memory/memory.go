@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -21,6 +23,7 @@ type Store struct {
 	pauses   []store.Pause
 	fail     error
 	lastID   int64 // IDs only grow, also past a prune
+	id       string
 }
 
 var (
@@ -30,7 +33,28 @@ var (
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{records: make(map[string]store.Record)}
+	return &Store{records: make(map[string]store.Record), id: "memory-" + uuid.NewString()}
+}
+
+// Identity names this instance: two memory stores are two stores.
+func (s *Store) Identity() string { return s.id }
+
+// RecordSent adds evidence to the record of key for its owner; see store.ApplySent.
+func (s *Store) RecordSent(_ context.Context, key, owner string, e store.Sent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	existing, found := s.records[key]
+	if !found {
+		return store.ErrNotOwner
+	}
+	next, changed, err := store.ApplySent(existing, owner, e)
+	if changed {
+		s.records[key] = next
+	}
+	return err
 }
 
 // FailWith makes every later call return err (nil heals the store). Tests use it to
@@ -272,5 +296,6 @@ func (s *Store) Pauses(_ context.Context) ([]store.Pause, error) {
 func clone(r store.Record) store.Record {
 	r.Args = slices.Clone(r.Args)
 	r.Result = slices.Clone(r.Result)
+	r.Sent = slices.Clone(r.Sent)
 	return r
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -242,7 +243,7 @@ func TestMigrateFromVersion4Prune(t *testing.T) {
 			attempt, result_ref, error, actor, reason, resolution)
 			SELECT timestamptz '2026-01-01Z', 'new-' || i, 'ChargeCard', 'destructive', 'ran', 'h', NULL,
 				'wf', 'run', 1, '', '', '', '', '' FROM generate_series(0, 9) i`,
-		fmt.Sprintf(`INSERT INTO idemgate_records (`+recordColumns+`)
+		fmt.Sprintf(`INSERT INTO idemgate_records (`+recordColumnsV7+`)
 			SELECT 'old-' || i, 'ChargeCard', 'destructive', 'h', NULL, 'completed', 'o', timestamptz '2020-01-01Z', NULL, false,
 				'wf', 'run', 1, 1, timestamptz '2020-01-01Z', timestamptz '2020-01-01Z', timestamptz '2099-01-01Z', false
 			FROM generate_series(0, %d) i`, live-1))
@@ -331,7 +332,7 @@ func TestMigrateFromVersion5(t *testing.T) {
 			attempt, result_ref, error, actor, reason, resolution) VALUES
 			('2026-11-29 12:00:01Z', 'k1', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
 			('2026-11-29 12:00:02Z', 'k1', 'ChargeCard', 'destructive', 'unknown', 'h', NULL, 'wf', 'run', 1, '', 'reset', '', '', '')`,
-		`INSERT INTO idemgate_records (`+recordColumns+`) VALUES
+		`INSERT INTO idemgate_records (`+recordColumnsV7+`) VALUES
 			('k1', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'unknown', 'o1', '2026-11-29 12:00:01Z', NULL, false,
 			 'wf', 'run', 1, 1, '2026-11-29 12:00:01Z', '2026-11-29 12:00:02Z', '2099-01-01 00:00:00Z', true)`)
 
@@ -388,5 +389,79 @@ func TestMigrateFromVersion5(t *testing.T) {
 	}
 	if w := "[k1 claimed/ k1 unknown/ k1 taken-over/hint k1 ran/hint k2 claimed/override k2 refused-in-flight/name]"; fmt.Sprint(got) != w {
 		t.Fatalf("receipts after the migration = %v; want %s", got, w)
+	}
+}
+
+// recordColumnsV7 are the record columns of schema versions 4 to 7, which the tests
+// of older schemas write.
+const recordColumnsV7 = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent`
+
+// A schema of every earlier version opens under version 8: its records carry no
+// evidence that a key left through a keyed transport (an unknown destructive
+// outcome is refused, not re-sent), evidence is recorded for the owner only, a
+// takeover starts without it (the new idemgate_begin), and the schema gets an
+// identity, created once: the same after a reopen, another in another schema.
+func TestMigrateToVersion8(t *testing.T) {
+	ctx := context.Background()
+	at := func(sec int) time.Time { return time.Date(2026, 11, 29, 12, 0, sec, 0, time.UTC) }
+	ids := map[string]bool{}
+	for from := 1; from <= 7; from++ {
+		cols := strings.TrimSuffix(recordColumnsV7, ", may_have_sent")
+		vals := `'k1', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'unknown', 'o1', '2026-11-29 12:00:01Z', NULL, false,
+			 'wf', 'run', 1, 1, '2026-11-29 12:00:01Z', '2026-11-29 12:00:02Z', '2099-01-01 00:00:00Z'`
+		if from >= 4 {
+			cols, vals = recordColumnsV7, vals+", true"
+		}
+		sd, _, _ := oldSchema(t, from, `INSERT INTO idemgate_records (`+cols+`) VALUES (`+vals+`)`)
+		s, err := Open(ctx, sd)
+		if err != nil {
+			t.Fatalf("open a version %d schema: %v", from, err)
+		}
+		r, err := s.Get(ctx, "k1")
+		if err != nil || r.State != store.StateUnknown || len(r.Sent) != 0 {
+			t.Fatalf("version %d: the old record = %+v, %v; want unknown without evidence", from, r, err)
+		}
+		if _, ok := store.ResendWindow(r, time.Hour); ok {
+			t.Fatalf("version %d: an old record allows a re-send", from)
+		}
+		id := s.Identity()
+		if id == "" || ids[id] {
+			t.Fatalf("version %d: identity %q (seen %v); want a new one per schema", from, id, ids)
+		}
+		ids[id] = true
+		c := store.Claim{Key: "k1", Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h", Owner: "o2", Now: at(10),
+			Lease: at(70), Window: time.Hour, TakeOver: true}
+		if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeTakenOver {
+			t.Fatalf("version %d: Begin(k1, take over) = %s, %v", from, o, err)
+		}
+		e := store.Sent{Via: "idemhttp:stripe", Host: "api.stripe.com", Window: 1<<63 - 1}
+		if err := s.RecordSent(ctx, "k1", "o1", e); !errors.Is(err, store.ErrNotOwner) {
+			t.Fatalf("version %d: RecordSent by the old owner = %v, want ErrNotOwner", from, err)
+		}
+		for range 2 {
+			if err := s.RecordSent(ctx, "k1", "o2", e); err != nil {
+				t.Fatalf("version %d: RecordSent: %v", from, err)
+			}
+		}
+		if err := s.Abandon(ctx, store.Transition{Key: "k1", Owner: "o2", Now: at(11)}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Get(ctx, "k1"); err != nil || !reflect.DeepEqual(r.Sent, []store.Sent{e}) {
+			t.Fatalf("version %d: evidence = %+v, %v; want it once", from, r.Sent, err)
+		}
+		c.Owner, c.Now, c.Lease = "o3", at(20), at(80)
+		if _, rec, err := s.Begin(ctx, c); err != nil || len(rec.Sent) != 0 {
+			t.Fatalf("version %d: a takeover kept the evidence: %+v, %v", from, rec.Sent, err)
+		}
+		s.Close()
+		s, err = Open(ctx, sd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Identity() != id {
+			t.Fatalf("version %d: identity after a reopen %q, want %q", from, s.Identity(), id)
+		}
+		s.Close()
 	}
 }

@@ -42,8 +42,9 @@ const (
 // Store is a store.Store in PostgreSQL, shared by any number of workers on any
 // number of machines. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
-	addr string // host:port/database, for messages; never the password
+	pool     *pgxpool.Pool
+	addr     string // host:port/database, for messages; never the password
+	identity string // read at Open (schema version 8)
 }
 
 var (
@@ -97,6 +98,10 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 		s.pool.Close()
 		return nil, s.fail("create or migrate the schema in", err)
 	}
+	if err := s.pool.QueryRow(ctx, selectIdentity).Scan(&s.identity); err != nil {
+		s.pool.Close()
+		return nil, s.fail("read the identity of", err)
+	}
 	return s, nil
 }
 
@@ -107,14 +112,14 @@ func (s *Store) Close() error {
 }
 
 const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
-	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent`
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent, sent`
 
 // beginSQL is one round trip: idemgate_begin applies store.Decide and appends the
 // claim receipt in the statement's own transaction.
 const beginSQL = `SELECT b.o_outcome, (b.o_rec).key, (b.o_rec).activity, (b.o_rec).effect, (b.o_rec).args_hash,
 	(b.o_rec).args, (b.o_rec).state, (b.o_rec).owner, (b.o_rec).lease, (b.o_rec).result, (b.o_rec).result_omitted,
 	(b.o_rec).workflow_id, (b.o_rec).run_id, (b.o_rec).attempt, (b.o_rec).claims, (b.o_rec).created_at,
-	(b.o_rec).updated_at, (b.o_rec).expires_at, (b.o_rec).may_have_sent
+	(b.o_rec).updated_at, (b.o_rec).expires_at, (b.o_rec).may_have_sent, (b.o_rec).sent
 	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) b`
 
 // syncedCommit, joined to a statement's FROM list, makes the commit of the
@@ -181,6 +186,29 @@ const resolveWhere = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (s
 // notExpired is store.Expired negated, in SQL, at $1 with the margin $2.
 const notExpired = `(expires_at > $1 OR (state = 'claimed' AND $1 < lease + $2::interval)
 	OR (effect = 'destructive' AND state IN ('claimed', 'unknown')))`
+
+// Identity names the store: created once in the database (schema version 8).
+func (s *Store) Identity() string { return s.identity }
+
+// recordSentSQL is store.ApplySent in SQL: the evidence ($3, a one-element JSON
+// array) joins a claimed record of this owner once. Not synced (the session's
+// synchronous_commit=off), unless Durability is strict.
+const recordSentSQL = `UPDATE idemgate_records SET sent = CASE
+	WHEN coalesce(nullif(sent, '')::jsonb, '[]'::jsonb) @> $3::jsonb THEN sent
+	ELSE (coalesce(nullif(sent, '')::jsonb, '[]'::jsonb) || $3::jsonb)::text END
+	WHERE key = $1 AND owner = $2 AND state = 'claimed'`
+
+// RecordSent adds evidence to the record of key for its owner; see store.ApplySent.
+func (s *Store) RecordSent(ctx context.Context, key, owner string, e store.Sent) error {
+	tag, err := s.pool.Exec(ctx, recordSentSQL, key, owner, store.EncodeSent([]store.Sent{e}))
+	if err != nil {
+		return s.fail("record the sent evidence in", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotOwner
+	}
+	return nil
+}
 
 // Complete stores the owner's result.
 func (s *Store) Complete(ctx context.Context, t store.Transition) error {
@@ -497,10 +525,11 @@ func scanRecord(row pgx.Row, outcome *string) (store.Record, error) {
 	var (
 		r     store.Record
 		state string
+		sent  string
 	)
 	dest := []any{&r.Key, &r.Activity, &r.Effect, &r.ArgsHash, &r.Args, &state, &r.Owner, &r.Lease, &r.Result,
 		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt,
-		&r.MayHaveSent}
+		&r.MayHaveSent, &sent}
 	if outcome != nil {
 		dest = append([]any{outcome}, dest...)
 	}
@@ -508,6 +537,10 @@ func scanRecord(row pgx.Row, outcome *string) (store.Record, error) {
 		return store.Record{}, err
 	}
 	r.State = store.State(state)
+	var err error
+	if r.Sent, err = store.DecodeSent(sent); err != nil {
+		return store.Record{}, err
+	}
 	r.Lease, r.CreatedAt, r.UpdatedAt, r.ExpiresAt = r.Lease.UTC(), r.CreatedAt.UTC(), r.UpdatedAt.UTC(), r.ExpiresAt.UTC()
 	return r, nil
 }

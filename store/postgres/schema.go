@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
@@ -319,9 +319,16 @@ var migrations = []string{
 // 7: a destructive record whose outcome nobody knows (unknown, or claimed with its
 // owner gone) never expires (store.Expired): idemgate_begin of version 6, with its
 // expiry test extended, replaced in place.
+//
+// 8: the evidence that a key left through a keyed transport (store.Record.Sent as
+// store.EncodeSent's text; older records have none, so their unknown destructive
+// outcomes are refused rather than re-sent), cleared by a fresh claim and by a
+// takeover (idemgate_begin of version 7 with both updates extended, replaced in
+// place); and the store's identity (Store.Identity) in idemgate_meta, created once.
 func init() {
 	migrations = append(migrations, beginV6())
 	migrations = append(migrations, beginV7())
+	migrations = append(migrations, beginV8())
 }
 
 // beginV6 is migration 6, built from migration 4's idemgate_begin.
@@ -363,6 +370,32 @@ func beginV7() string {
 	}
 	return "CREATE OR REPLACE FUNCTION" + strings.Replace(v6[i+len("CREATE FUNCTION"):], expiredV6, expiredV7, 1)
 }
+
+const (
+	freshV7    = `updated_at = p_now, expires_at = p_expires, may_have_sent = false`
+	takeOverV7 = `claims = r.claims + 1, updated_at = p_now, may_have_sent = true,`
+)
+
+func beginV8() string {
+	v7 := migrations[6]
+	if !strings.HasPrefix(v7, "CREATE OR REPLACE FUNCTION idemgate_begin(") || strings.Count(v7, freshV7) != 1 ||
+		strings.Count(v7, takeOverV7) != 1 || len(migrations) != 7 {
+		panic("idemgate/store/postgres: migration 7 changed shape; migration 8 is built from it")
+	}
+	fn := strings.Replace(v7, freshV7, freshV7+", sent = ''", 1)
+	fn = strings.Replace(fn, takeOverV7, takeOverV7+" sent = '',", 1)
+	return `ALTER TABLE idemgate_records ADD COLUMN sent text NOT NULL DEFAULT '';
+	CREATE TABLE idemgate_meta (
+		name  text NOT NULL PRIMARY KEY,
+		value text NOT NULL
+	);
+	INSERT INTO idemgate_meta (name, value)
+		VALUES ('identity', 'postgres-' || md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
+	` + fn
+}
+
+// selectIdentity reads the store's identity (migration 8).
+const selectIdentity = `SELECT value FROM idemgate_meta WHERE name = 'identity'`
 
 // migrate creates or upgrades the schema. Every opener takes the same advisory
 // lock first, so many workers starting at once migrate exactly once.

@@ -296,7 +296,7 @@ func TestMigrateFromVersion4Prune(t *testing.T) {
 			WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 9)
 			SELECT 9000000000 + i, 'new-' || i, 'ChargeCard', 'destructive', 'ran', 'h', NULL, 'wf', 'run', 1, '', '', '', '', '' FROM s`,
 		// old-0 … old-99 still have a record.
-		fmt.Sprintf(`INSERT INTO idemgate_records (`+recordColumns+`)
+		fmt.Sprintf(`INSERT INTO idemgate_records (`+recordColumnsV7+`)
 			WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < %d)
 			SELECT 'old-' || i, 'ChargeCard', 'destructive', 'h', NULL, 'completed', 'o', 1, NULL, 0, 'wf', 'run', 1, 1, 1, 1,
 				9999999999999999, 0 FROM s`, live-1))
@@ -386,7 +386,7 @@ func TestMigrateFromVersion5(t *testing.T) {
 			attempt, result_ref, error, actor, reason, resolution) VALUES
 			(1, 'k1', 'ChargeCard', 'destructive', 'claimed', 'h', NULL, 'wf', 'run', 1, '', '', '', '', ''),
 			(2, 'k1', 'ChargeCard', 'destructive', 'unknown', 'h', NULL, 'wf', 'run', 1, '', 'reset', '', '', '')`,
-		`INSERT INTO idemgate_records (`+recordColumns+`) VALUES
+		`INSERT INTO idemgate_records (`+recordColumnsV7+`) VALUES
 			('k1', 'ChargeCard', 'destructive', 'h', '[1]', 'unknown', 'o1', 1, NULL, 0, 'wf', 'run', 1, 1, 1, 2, 9999999999999999, 1)`)
 	for _, q := range stmts {
 		if _, err := db.Exec(q); err != nil {
@@ -401,8 +401,8 @@ func TestMigrateFromVersion5(t *testing.T) {
 	}
 	defer s.Close()
 	var v int
-	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != 6 {
-		t.Fatalf("user_version = %d, %v; want 6", v, err)
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion {
+		t.Fatalf("user_version = %d, %v; want %d", v, err, SchemaVersion)
 	}
 	old, err := s.Receipts(ctx, store.ReceiptFilter{Key: "k1"})
 	want := []store.Receipt{
@@ -442,5 +442,76 @@ func TestMigrateFromVersion5(t *testing.T) {
 	}
 	if w := "[k1 claimed/ k1 unknown/ k1 taken-over/hint k1 ran/hint k2 claimed/override k2 refused-in-flight/name]"; fmt.Sprint(got) != w {
 		t.Fatalf("receipts after the migration = %v; want %s", got, w)
+	}
+}
+
+// recordColumnsV7 are the record columns of schema versions 4 to 7, which the tests
+// of older files write.
+const recordColumnsV7 = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent`
+
+// A file of every earlier version opens under version 8: its records carry no
+// evidence that a key left through a keyed transport (so an unknown destructive
+// outcome is refused, not re-sent), evidence can be recorded, and the file gets an
+// identity, created once: the same after a reopen, another in another file.
+func TestMigrateToVersion8(t *testing.T) {
+	ctx := context.Background()
+	ids := map[string]bool{}
+	for from := 1; from <= 7; from++ {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", from))
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts := append(slices.Clone(migrations[:from]), fmt.Sprintf("PRAGMA user_version = %d", from))
+		cols, vals := v3RecordColumns, `'k1', 'ChargeCard', 'destructive', 'h', '[1]', 'unknown', 'o1', 1, NULL, 0, 'wf', 'run', 1, 1, 1, 2, 9999999999999999`
+		if from >= 4 {
+			cols, vals = recordColumnsV7, vals+", 1"
+		}
+		stmts = append(stmts, `INSERT INTO idemgate_records (`+cols+`) VALUES (`+vals+`)`)
+		for _, q := range stmts {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("version %d: %s: %v", from, q, err)
+			}
+		}
+		db.Close()
+		s, err := Open(ctx, path)
+		if err != nil {
+			t.Fatalf("open a version %d file: %v", from, err)
+		}
+		r, err := s.Get(ctx, "k1")
+		if err != nil || r.State != store.StateUnknown || len(r.Sent) != 0 {
+			t.Fatalf("version %d: the old record after the migration = %+v, %v; want unknown without evidence", from, r, err)
+		}
+		if _, ok := store.ResendWindow(r, time.Hour); ok {
+			t.Fatalf("version %d: an old record allows a re-send", from)
+		}
+		id := s.Identity()
+		if id == "" || ids[id] {
+			t.Fatalf("version %d: identity %q (seen: %v); want a new one per file", from, id, ids)
+		}
+		ids[id] = true
+		now := time.Now()
+		c := store.Claim{Key: "k2", Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h", Owner: "o2", Now: now,
+			Lease: now.Add(time.Minute), Window: time.Hour}
+		if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
+			t.Fatalf("version %d: Begin(k2) = %s, %v", from, o, err)
+		}
+		e := store.Sent{Via: "idemhttp:stripe", Host: "api.stripe.com", Window: 24 * time.Hour}
+		if err := s.RecordSent(ctx, "k2", "o2", e); err != nil {
+			t.Fatalf("version %d: RecordSent: %v", from, err)
+		}
+		s.Close()
+		s, err = Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Identity() != id {
+			t.Fatalf("version %d: identity after a reopen %q, want %q", from, s.Identity(), id)
+		}
+		if r, err := s.Get(ctx, "k2"); err != nil || !reflect.DeepEqual(r.Sent, []store.Sent{e}) {
+			t.Fatalf("version %d: evidence after a reopen: %+v, %v", from, r.Sent, err)
+		}
+		s.Close()
 	}
 }

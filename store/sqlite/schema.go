@@ -143,10 +143,28 @@ var migrations = []string{
 	// 6: what decided a receipt's effect (store.Receipt.EffectSource); older
 	// receipts say nothing ('').
 	`ALTER TABLE idemgate_receipts ADD COLUMN effect_source TEXT NOT NULL DEFAULT '';`,
+
+	// 7: nothing. PostgreSQL's version 7 put a rule of store.Expired into its SQL;
+	// here the rules run in Go. Kept so both backends number their versions alike.
+	`SELECT 1;`,
+
+	// 8: the evidence that a key left through a keyed transport (store.Record.Sent,
+	// store.EncodeSent; older records have none, so their unknown destructive
+	// outcomes are refused rather than re-sent), and the store's identity
+	// (Store.Identity), created once: 128 random bits.
+	`ALTER TABLE idemgate_records ADD COLUMN sent TEXT NOT NULL DEFAULT '';
+	CREATE TABLE idemgate_meta (
+		name  TEXT NOT NULL PRIMARY KEY,
+		value TEXT NOT NULL
+	) WITHOUT ROWID;
+	INSERT INTO idemgate_meta (name, value) VALUES ('identity', 'sqlite-' || lower(hex(randomblob(16))));`,
 }
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 6
+const SchemaVersion = 8
+
+// selectIdentity reads the store's identity (migration 8).
+const selectIdentity = `SELECT value FROM idemgate_meta WHERE name = 'identity'`
 
 func migrate(ctx context.Context, w *sql.DB) error {
 	// The write pool begins IMMEDIATE: concurrent openers in other processes wait
@@ -177,7 +195,7 @@ func migrate(ctx context.Context, w *sql.DB) error {
 }
 
 const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
-	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent`
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent, sent`
 
 // v3RecordColumns are the record columns of schema version 3, which its migration copies.
 const v3RecordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
@@ -189,13 +207,16 @@ const selectRecord = `SELECT ` + recordColumns + ` FROM idemgate_records WHERE k
 // released or taken over, as store.Decide decided under the write lock) is
 // replaced in place.
 const upsertRecord = `INSERT INTO idemgate_records (` + recordColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (key) DO UPDATE SET activity = excluded.activity, effect = excluded.effect,
 	args_hash = excluded.args_hash, args = excluded.args, state = excluded.state, owner = excluded.owner,
 	lease = excluded.lease, result = excluded.result, result_omitted = excluded.result_omitted,
 	workflow_id = excluded.workflow_id, run_id = excluded.run_id, attempt = excluded.attempt,
 	claims = excluded.claims, created_at = excluded.created_at, updated_at = excluded.updated_at,
-	expires_at = excluded.expires_at, may_have_sent = excluded.may_have_sent`
+	expires_at = excluded.expires_at, may_have_sent = excluded.may_have_sent, sent = excluded.sent`
+
+// setSent writes the evidence of store.ApplySent, for the claim's owner only.
+const setSent = `UPDATE idemgate_records SET sent = ? WHERE key = ? AND owner = ? AND state = 'claimed'`
 
 const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
 	result_ref, error, actor, reason, resolution, effect_source`
@@ -207,7 +228,7 @@ const insertReceipt = `INSERT INTO idemgate_receipts (time, key, activity, effec
 // insertNew is the claim of a key with no record, the common case: Begin tries it
 // first and reads the record only when the key is taken.
 const insertNew = `INSERT INTO idemgate_records (` + recordColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (key) DO NOTHING`
 
 // completeRecord, releaseRecord and abandonRecord are store.Apply in SQL: they

@@ -74,12 +74,13 @@ type Store struct {
 	queue      []*job
 	committing bool // a goroutine leads a batch; the queue waits for it
 	closed     bool
-	level      int   // PRAGMA synchronous of the write connection; only the batch leader uses it
-	commits    int64 // committed batches
-	synced     int64 // commits known to be on disk
-	flushes    int64 // syncs by the flusher that succeeded
-	syncFailed bool  // a sync failed: every later commit is synced
-	retried    int64 // batches run again with a savepoint per write, after one write failed
+	level      int    // PRAGMA synchronous of the write connection; only the batch leader uses it
+	commits    int64  // committed batches
+	synced     int64  // commits known to be on disk
+	flushes    int64  // syncs by the flusher that succeeded
+	syncFailed bool   // a sync failed: every later commit is synced
+	identity   string // read at Open (schema version 8)
+	retried    int64  // batches run again with a savepoint per write, after one write failed
 
 	getW, upsert, insertNew, complete, release, abandon, insertReceipt *sql.Stmt
 }
@@ -180,6 +181,9 @@ func (s *Store) init(ctx context.Context) error {
 	}
 	if err := migrate(ctx, s.w); err != nil {
 		return s.fail("create schema in", err)
+	}
+	if err := s.w.QueryRowContext(ctx, selectIdentity).Scan(&s.identity); err != nil {
+		return s.fail("read the identity of", err)
 	}
 	var err error
 	if s.getW, err = s.w.PrepareContext(ctx, selectRecord); err != nil {
@@ -314,6 +318,29 @@ func (s *Store) transition(ctx context.Context, op string, to store.State, t sto
 			return store.ErrNotOwner
 		}
 		return s.appendTx(ctx, tx, t.ReceiptWithTime())
+	})
+}
+
+// Identity names the store: created once in the file (schema version 8).
+func (s *Store) Identity() string { return s.identity }
+
+// RecordSent adds evidence to the record of key for its owner (store.ApplySent), in a
+// commit that is not synced (store.DurabilityStrict syncs it).
+func (s *Store) RecordSent(ctx context.Context, key, owner string, e store.Sent) error {
+	return s.write(ctx, "record the sent evidence in", false, func(ctx context.Context, tx *sql.Tx) error {
+		existing, found, err := scanRecord(tx.StmtContext(ctx, s.getW).QueryRowContext(ctx, key))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return store.ErrNotOwner
+		}
+		next, changed, err := store.ApplySent(existing, owner, e)
+		if err != nil || !changed {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, setSent, store.EncodeSent(next.Sent), key, owner)
+		return err
 	})
 }
 
@@ -454,7 +481,7 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, r store.Record) error {
 func recordArgs(r store.Record) []any {
 	return []any{r.Key, r.Activity, r.Effect, r.ArgsHash, r.Args, string(r.State), r.Owner, r.Lease.UnixMicro(),
 		r.Result, r.ResultOmitted, r.WorkflowID, r.RunID, r.Attempt, r.Claims, r.CreatedAt.UnixMicro(),
-		r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro(), r.MayHaveSent}
+		r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro(), r.MayHaveSent, store.EncodeSent(r.Sent)}
 }
 
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error {
@@ -580,13 +607,17 @@ func scanRecord(row interface{ Scan(...any) error }) (store.Record, bool, error)
 		r                                store.Record
 		state                            string
 		lease, created, updated, expires int64
+		sent                             string
 	)
 	err := row.Scan(&r.Key, &r.Activity, &r.Effect, &r.ArgsHash, &r.Args, &state, &r.Owner, &lease, &r.Result,
-		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &created, &updated, &expires, &r.MayHaveSent)
+		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &created, &updated, &expires, &r.MayHaveSent, &sent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Record{}, false, nil
 	}
 	if err != nil {
+		return store.Record{}, false, err
+	}
+	if r.Sent, err = store.DecodeSent(sent); err != nil {
 		return store.Record{}, false, err
 	}
 	r.State = store.State(state)

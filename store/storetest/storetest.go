@@ -49,6 +49,8 @@ var gateTests = []struct {
 	{"ResultRoundTrip", testResultRoundTrip},
 	{"StepsStoreWhatDecideAndApplySay", testStepsMatchRules},
 	{"MayHaveSentAfterLeasePassed", testMayHaveSentAfterLease},
+	{"SentEvidenceIsTheOwners", testSentEvidence},
+	{"IdentityIsKept", testIdentity},
 }
 
 // storeTests need the store.Operator methods too.
@@ -971,6 +973,9 @@ func sameRecord(a, b store.Record) bool {
 		for _, p := range []*time.Time{&r.Lease, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt} {
 			*p = p.UTC()
 		}
+		if len(r.Sent) == 0 {
+			r.Sent = nil
+		}
 		return r
 	}
 	return reflect.DeepEqual(norm(a), norm(b))
@@ -1283,6 +1288,11 @@ func testModelSequences(t *testing.T, s store.Store, k *keys) {
 			case claimmodel.OpSweep:
 				if _, err := s.Sweep(ctx, op.Now, 0); err != nil {
 					fail(j, "Sweep: %v", err)
+				}
+			case claimmodel.OpSent:
+				err := s.RecordSent(ctx, op.Transition.Key, op.Transition.Owner, op.Sent)
+				if op.Err == nil && err != nil || op.Err != nil && !errors.Is(err, op.Err) {
+					fail(j, "%s = %v; the rules say %v", op.Kind, err, op.Err)
 				}
 			}
 			rec, err := s.Get(ctx, key)
@@ -1598,5 +1608,66 @@ func testPruneBesideClaims(t *testing.T, s store.Store, k *keys) {
 	}
 	if got := prunes(t, s, k.key("beside")); len(got) != 1 {
 		t.Fatalf("%d pruned receipts for one prune, want 1", len(got))
+	}
+}
+
+// Evidence that the key left through a keyed transport (store.ApplySent) is
+// recorded for the claim's current owner only, once per vendor, kept by the moves
+// after it, and started anew by a takeover and by a fresh claim.
+func testSentEvidence(t *testing.T, s store.Gate, k *keys) {
+	ctx := context.Background()
+	key := k.key("sent")
+	e1 := store.Sent{Via: "idemhttp:stripe", Host: "api.stripe.com", Window: 24 * time.Hour}
+	e2 := store.Sent{Via: "mcp:shop", Host: "shop.example:8443", Window: time.Duration(1<<63 - 1)}
+	if err := s.RecordSent(ctx, key, "a", e1); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("RecordSent without a record = %v, want ErrNotOwner", err)
+	}
+	rec := begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	if len(rec.Sent) != 0 {
+		t.Fatalf("a fresh claim carries evidence %v", rec.Sent)
+	}
+	if err := s.RecordSent(ctx, key, "b", e1); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("RecordSent by another owner = %v, want ErrNotOwner", err)
+	}
+	for _, e := range []store.Sent{e1, e1, e2, e1} {
+		if err := s.RecordSent(ctx, key, "a", e); err != nil {
+			t.Fatalf("RecordSent(%v): %v", e, err)
+		}
+	}
+	want, _, _ := store.ApplySent(rec, "a", e1)
+	want, _, _ = store.ApplySent(want, "a", e2)
+	if got := get(t, s, key); !sameRecord(got, want) || !reflect.DeepEqual(got.Sent, []store.Sent{e1, e2}) {
+		t.Fatalf("after RecordSent the record is %+v, want store.ApplySent's %+v", got, want)
+	}
+	if err := s.Abandon(ctx, tr(key, "a", t0.Add(time.Second), store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, s, key); !reflect.DeepEqual(got.Sent, []store.Sent{e1, e2}) {
+		t.Fatalf("Abandon lost the evidence: %v", got.Sent)
+	}
+	if err := s.RecordSent(ctx, key, "a", e1); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("RecordSent on an unknown record = %v, want ErrNotOwner", err)
+	}
+	if w, ok := store.ResendWindow(get(t, s, key), 48*time.Hour); !ok || w != 24*time.Hour {
+		t.Fatalf("ResendWindow = %v, %v; want the shortest window of the evidence, 24h", w, ok)
+	}
+	c := claim(key, "b", "h1", t0.Add(2*time.Minute))
+	c.TakeOver, c.Attempt, c.RunID = true, 2, "run-2"
+	if rec := begin(t, s, c, store.OutcomeTakenOver); len(rec.Sent) != 0 {
+		t.Fatalf("a takeover kept the earlier owner's evidence %v", rec.Sent)
+	}
+	if got := get(t, s, key); len(got.Sent) != 0 {
+		t.Fatalf("after a takeover the record carries evidence %v", got.Sent)
+	}
+	if _, ok := store.ResendWindow(get(t, s, key), time.Hour); ok {
+		t.Fatal("ResendWindow allows a re-send without evidence")
+	}
+}
+
+// A store has an identity: not empty, and the same on every call.
+func testIdentity(t *testing.T, s store.Gate, _ *keys) {
+	id := s.Identity()
+	if id == "" || s.Identity() != id {
+		t.Fatalf("Identity() = %q, then %q; want one non-empty identity", id, s.Identity())
 	}
 }
