@@ -60,7 +60,7 @@ type call struct {
 	hash   string
 	owner  string
 	now    time.Time
-	// lease is this attempt's deadline: a give-back is retried until it passes.
+	// lease is this attempt's lease (its deadline plus 2×ClockSkew).
 	lease time.Time
 }
 
@@ -127,7 +127,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
 	if err == nil && outcome == store.OutcomeUnknown {
 		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its window.
-		if w, ok := r.opts.VendorWindows[c.name]; ok && attempt.InVendorWindow(rec.CreatedAt, c.now, w) {
+		if w, ok := r.opts.VendorWindows[c.name]; ok && attempt.InVendorWindow(rec.CreatedAt, c.now, w, r.opts.ClockSkew) {
 			cl.TakeOver = true
 			outcome, rec, err = r.opts.Store.Begin(ctx, cl)
 		}
@@ -233,7 +233,8 @@ func (c *call) standaloneKey(id string) (string, error) {
 func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterceptor.ExecuteActivityInput, rec store.Record, takenOver bool) (res any, err error) {
 	// Retry: an earlier attempt may have reached the vendor with this key (only a
 	// takeover says so; a re-claim after a release follows attempts that reached nobody).
-	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver}
+	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver,
+		ClockSkew: c.r.opts.ClockSkew}
 	actx := c.ctx
 	if hb := c.info.HeartbeatTimeout; hb > 0 && !c.info.IsLocalActivity {
 		var stop func()

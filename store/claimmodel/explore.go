@@ -117,7 +117,7 @@ type node struct {
 // violation by each kind of step that causes it.
 func Explore(cfg Config, r Rules, depth int) Result {
 	m := newModel(cfg, r, "model-key")
-	horizon := dsecs(Horizon)
+	horizon := cfg.horizon()
 	res := Result{Config: cfg.Name, Depth: depth}
 	s0 := m.initial()
 	visited := map[stateKey]int32{m.canonical(&s0): 0}
@@ -203,11 +203,11 @@ type Sequence struct {
 func Sequences(n, depth int, seed uint64, keyOf func(i int) string) []Sequence {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	cfgs := Configs()
-	horizon := dsecs(Horizon)
 	out := make([]Sequence, 0, n)
 	for i := range n {
 		m := newModel(cfgs[i%len(cfgs)], Current(), keyOf(i))
 		s := m.initial()
+		horizon := m.cfg.horizon()
 		var ops []Op
 		for range depth {
 			evs := m.events(&s, horizon)

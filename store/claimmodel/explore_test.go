@@ -189,3 +189,50 @@ func TestExploreFindsTheEarlyForgottenResult(t *testing.T) {
 		}
 	}
 }
+
+// skewConfig is a fleet with clocks up to 10 minutes apart (Options.ClockSkew 10
+// min) and a vendor that remembers keys for an hour (issue 18, item 11).
+func skewConfig() Config {
+	return Config{
+		Name: "destructive-vendor-keyed-skew-10m", Effect: "destructive",
+		VendorWindow: time.Hour, Window: 2 * time.Hour,
+		Leases:  []time.Duration{5 * time.Minute, 5 * time.Minute},
+		Skews:   []time.Duration{-10 * time.Minute, 0, 10 * time.Minute},
+		Overrun: time.Minute, Horizon: 3 * time.Hour,
+	}
+}
+
+// rulesWithFixedResendMargin are the current rules but for the vendor-window margin
+// as it was before issue 18: 2×attempt.ClockSkew (one minute), whatever
+// Options.ClockSkew said.
+func rulesWithFixedResendMargin() Rules {
+	r := Current()
+	r.Resend = func(first, now time.Time, w, _ time.Duration) bool { return now.Before(first.Add(w - 2*time.Minute)) }
+	r.ResendMargin = func(time.Duration) time.Duration { return 2 * time.Minute }
+	return r
+}
+
+// Item 11 of issue 18: with Options.ClockSkew 10 min, the re-send margin of one
+// fixed minute lets a worker whose clock runs 10 min behind re-send after the
+// vendor's hour has ended: a second charge. The margin of 2×Options.ClockSkew
+// refuses it.
+func TestExploreFindsTheFixedResendMargin(t *testing.T) {
+	cfg := skewConfig()
+	const d = 5
+	old := Explore(cfg, rulesWithFixedResendMargin(), d)
+	var found bool
+	for _, v := range old.Violations {
+		if v.Kind == SentTwice {
+			found = true
+			t.Logf("fixed margin: %s", v)
+		}
+	}
+	if !found {
+		t.Errorf("fixed margin, depth %d: no %q; found %v", d, SentTwice, old.Violations)
+	}
+	cur := Explore(cfg, Current(), d)
+	for _, v := range cur.Violations {
+		t.Errorf("current rules: %s", v)
+	}
+	t.Logf("current rules: depth %d, %d states, %d transitions", d, cur.States, cur.Transitions)
+}

@@ -29,6 +29,16 @@ type Config struct {
 	// Overrun is how long past its lease, by its own clock, a zombie attempt that
 	// ignores its cancellation may still send.
 	Overrun time.Duration
+	// Horizon is how far time runs. Optional: zero means the package's Horizon.
+	Horizon time.Duration
+}
+
+// horizon is cfg.Horizon, or Horizon when it is zero, in seconds.
+func (cfg Config) horizon() int32 {
+	if cfg.Horizon > 0 {
+		return dsecs(cfg.Horizon)
+	}
+	return dsecs(Horizon)
 }
 
 // keepMargin is how long past its lease the contract says a claim's record is kept:
@@ -165,6 +175,9 @@ func newModel(cfg Config, r Rules, key string) *model {
 	return m
 }
 
+// skew is the gate's Options.ClockSkew in the model: the largest offset of a worker clock.
+func (m *model) skew() time.Duration { return time.Duration(m.maxSk) * time.Second }
+
 func (m *model) initial() State {
 	return State{vendorFirst: -1, created: -1}
 }
@@ -260,7 +273,7 @@ func (m *model) maySend(s *State, i int) bool {
 		return false
 	}
 	if a.retry && m.cfg.Effect == "destructive" {
-		return m.cfg.VendorWindow > 0 && m.rules.Resend(at(a.first), at(clock), m.cfg.VendorWindow)
+		return m.cfg.VendorWindow > 0 && m.rules.Resend(at(a.first), at(clock), m.cfg.VendorWindow, m.skew())
 	}
 	return true
 }
@@ -275,14 +288,14 @@ func (m *model) times(s *State, horizon int32) []int32 {
 		bs = append(bs, l, l+dsecs(keepMargin), secs(r.ExpiresAt))
 		if vw := m.cfg.VendorWindow; vw > 0 {
 			c := secs(r.CreatedAt)
-			bs = append(bs, c+dsecs(vw), c+dsecs(vw-m.rules.ResendMargin))
+			bs = append(bs, c+dsecs(vw), c+dsecs(vw-m.rules.ResendMargin(m.skew())))
 		}
 	}
 	for i := range m.cfg.Leases {
 		if a := s.att[i]; a.phase == running {
 			bs = append(bs, a.lease, a.lease+dsecs(m.cfg.Overrun))
 			if vw := m.cfg.VendorWindow; vw > 0 && a.retry {
-				bs = append(bs, a.first+dsecs(vw), a.first+dsecs(vw-m.rules.ResendMargin))
+				bs = append(bs, a.first+dsecs(vw), a.first+dsecs(vw-m.rules.ResendMargin(m.skew())))
 			}
 		}
 	}
@@ -370,7 +383,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			s.rec, s.found = next, true
 		}
 		p.op(Op{Kind: OpBegin, Claim: c, Outcome: out}, &s)
-		if out == store.OutcomeUnknown && m.cfg.VendorWindow > 0 && m.rules.Resend(s.rec.CreatedAt, c.Now, m.cfg.VendorWindow) {
+		if out == store.OutcomeUnknown && m.cfg.VendorWindow > 0 && m.rules.Resend(s.rec.CreatedAt, c.Now, m.cfg.VendorWindow, m.skew()) {
 			c.TakeOver = true
 			out, next, write = m.rules.Decide(s.rec, s.found, c)
 			if write {

@@ -17,7 +17,8 @@ func oldRules() Rules {
 		ApplyResolve: oldApplyResolve,
 		Blocking:     oldBlocking,
 		Expired:      func(r store.Record, now time.Time) bool { return !now.Before(r.ExpiresAt) },
-		Resend:       func(first, now time.Time, w time.Duration) bool { return now.Before(first.Add(w)) },
+		Resend:       func(first, now time.Time, w, _ time.Duration) bool { return now.Before(first.Add(w)) },
+		ResendMargin: func(time.Duration) time.Duration { return 0 },
 		MayHaveSent:  func(store.Record) bool { return false },
 	}
 }

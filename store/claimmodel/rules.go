@@ -18,11 +18,12 @@ type Rules struct {
 	Expired func(r store.Record, now time.Time) bool
 	// Resend is the vendor-window rule of the gate (Options.VendorWindows) and of
 	// idemhttp: may a destructive write whose key was first claimed at first be
-	// re-sent at now to a vendor that remembers keys for window?
-	Resend func(first, now time.Time, window time.Duration) bool
-	// ResendMargin is how long before first+window Resend turns false (for the
-	// model's choice of time points).
-	ResendMargin time.Duration
+	// re-sent at now to a vendor that remembers keys for window, when clocks differ
+	// by at most skew (Options.ClockSkew: the model passes its largest skew)?
+	Resend func(first, now time.Time, window, skew time.Duration) bool
+	// ResendMargin is how long before first+window Resend turns false under skew
+	// (for the model's choice of time points).
+	ResendMargin func(skew time.Duration) time.Duration
 	// MayHaveSent reads the record's "an earlier attempt may have sent" mark (false
 	// for rules without one).
 	MayHaveSent func(r store.Record) bool
@@ -37,7 +38,7 @@ func Current() Rules {
 		Blocking:     store.Blocking,
 		Expired:      store.Expired,
 		Resend:       attempt.InVendorWindow,
-		ResendMargin: 2 * attempt.ClockSkew,
+		ResendMargin: func(skew time.Duration) time.Duration { return 2 * skew },
 		MayHaveSent:  func(r store.Record) bool { return r.MayHaveSent },
 	}
 }
