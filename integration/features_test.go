@@ -472,6 +472,42 @@ func TestFeatureResetAfterTheWindow(t *testing.T) {
 	}
 }
 
+// Workflow reset two days after a finished charge, with the default 24 h window
+// (issue 18, item 14): Temporal can still reset the workflow (it is closed within
+// the namespace's retention), so the finished destructive write's record is kept
+// past its window and the reset run gets the stored result — the card is charged
+// once. (Before, the record expired with the window, the reset run claimed the key
+// afresh and charged again.) A sweep without Temporal's word keeps it too.
+func TestFeatureResetAfterTheWindowOfAFinishedWrite(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Now()
+	r := newRig(t, interceptor.Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }})
+	id := "feature-reset-finished-window"
+	run := r.start(id, Calls, []step{{Activity: "ChargeCard"}})
+	first, err := r.result(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	clock = clock.Add(48 * time.Hour)
+	later := clock
+	mu.Unlock()
+	if _, err := r.st.Sweep(context.Background(), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	newRun := r.resetToFirstTask(id, run.GetRunID())
+	again, err := r.result(r.c.GetWorkflow(context.Background(), id, newRun))
+	if n := r.v.total(); n != 1 {
+		t.Fatalf("vendor calls %d, want 1: the reset two days after the charge sent it again", n)
+	}
+	if err != nil {
+		t.Fatalf("reset run two days later: %v", err)
+	}
+	if fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Fatalf("reset run returned %q, want the stored %q", again, first)
+	}
+}
+
 // Workflow retry (a new run of the workflow ID after a failed run): the default
 // scope makes it a new execution with new keys, a second charge; ScopeWorkflowID
 // keeps the keys and returns the stored result.

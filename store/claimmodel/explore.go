@@ -50,6 +50,8 @@ type stateKey struct {
 	effects                 int8
 	sentEpoch, maySent      bool
 	ghostCreated, forgetAt  int32
+	closed                  bool
+	closedAt                int32 // -1: closed and past the retention
 }
 
 // encoded and ignored are the Record fields the key keeps and leaves out. A field
@@ -97,6 +99,12 @@ func (m *model) canonical(s *State) stateKey {
 	}
 	if s.t >= k.forgetAt-m.slack {
 		k.forgetAt = 0
+	}
+	if s.closed {
+		k.closed, k.closedAt = true, s.closedAt
+		if !m.resettable(s) {
+			k.closedAt = -1
+		}
 	}
 	for i, a := range s.att {
 		if a.phase == done {
@@ -210,7 +218,8 @@ func Sequences(n, depth int, seed uint64, keyOf func(i int) string) []Sequence {
 		horizon := m.cfg.horizon()
 		var ops []Op
 		for range depth {
-			evs := m.events(&s, horizon)
+			// A sweep that asks Temporal is no store call the backends replay.
+			evs := slices.DeleteFunc(m.events(&s, horizon), func(e Event) bool { return e.Kind == EvSweepTemporal })
 			if len(evs) == 0 {
 				break
 			}

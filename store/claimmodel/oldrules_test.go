@@ -17,6 +17,7 @@ func oldRules() Rules {
 		ApplyResolve: oldApplyResolve,
 		Blocking:     oldBlocking,
 		Expired:      func(r store.Record, now time.Time) bool { return !now.Before(r.ExpiresAt) },
+		Forgettable:  func(r store.Record, now time.Time, _ bool) bool { return !now.Before(r.ExpiresAt) },
 		Resend:       func(first, now time.Time, w, _ time.Duration) bool { return now.Before(first.Add(w)) },
 		ResendMargin: func(time.Duration) time.Duration { return 0 },
 		MayHaveSent:  func(store.Record) bool { return false },
@@ -113,6 +114,7 @@ func rulesBeforeUnknownKept() Rules {
 		return !now.Before(rec.ExpiresAt)
 	}
 	r.Expired = expired
+	r.Forgettable = func(rec store.Record, now time.Time, _ bool) bool { return expired(rec, now) }
 	r.Decide = func(existing store.Record, found bool, c store.Claim) (store.Outcome, store.Record, bool) {
 		if found && expired(existing, c.Now) {
 			return store.Decide(store.Record{}, false, c) // what Decide did over an expired record
@@ -138,5 +140,31 @@ func rulesBeforeCompletionKept() Rules {
 		}
 	}
 	r.Apply, r.ApplyResolve = early(store.Apply), early(store.ApplyResolve)
+	return r
+}
+
+// rulesBeforeResetHeld are the current rules but for store.Expired as it was before
+// issue 18 (item 14): a finished destructive write expired at ExpiresAt like any
+// finished record, while its workflow could still be reset.
+func rulesBeforeResetHeld() Rules {
+	r := Current()
+	expired := func(rec store.Record, now time.Time) bool {
+		if rec.State == store.StateClaimed && now.Before(rec.Lease.Add(store.LeaseMargin)) {
+			return false
+		}
+		if store.UnknownOutcome(rec) {
+			return false
+		}
+		return !now.Before(rec.ExpiresAt)
+	}
+	r.Expired = expired
+	r.Forgettable = func(rec store.Record, now time.Time, _ bool) bool { return expired(rec, now) }
+	r.Decide = func(existing store.Record, found bool, c store.Claim) (store.Outcome, store.Record, bool) {
+		if found && expired(existing, c.Now) {
+			return store.Decide(store.Record{}, false, c)
+		}
+		return store.Decide(existing, found, c)
+	}
+	r.Blocking = func(rec store.Record, now time.Time) bool { return store.Resolvable(rec, now) && !expired(rec, now) }
 	return r
 }

@@ -16,6 +16,9 @@ type Rules struct {
 	Blocking     func(r store.Record, now time.Time) bool
 	// Expired: Begin treats r as absent and Sweep removes it.
 	Expired func(r store.Record, now time.Time) bool
+	// Forgettable: a sweep that asked Temporal whether r's workflow can still be
+	// reset (resettable) removes r.
+	Forgettable func(r store.Record, now time.Time, resettable bool) bool
 	// Resend is the vendor-window rule of the gate (Options.VendorWindows) and of
 	// idemhttp: may a destructive write whose key was first claimed at first be
 	// re-sent at now to a vendor that remembers keys for window, when clocks differ
@@ -37,6 +40,7 @@ func Current() Rules {
 		ApplyResolve: store.ApplyResolve,
 		Blocking:     store.Blocking,
 		Expired:      store.Expired,
+		Forgettable:  store.Forgettable,
 		Resend:       attempt.InVendorWindow,
 		ResendMargin: func(skew time.Duration) time.Duration { return 2 * skew },
 		MayHaveSent:  func(r store.Record) bool { return r.MayHaveSent },

@@ -319,9 +319,16 @@ var migrations = []string{
 // 7: a destructive record whose outcome nobody knows (unknown, or claimed with its
 // owner gone) never expires (store.Expired): idemgate_begin of version 6, with its
 // expiry test extended, replaced in place.
+//
+// 8 (issue 18; numbered after the schema changes of its time when merged): a
+// finished destructive write of a workflow is kept past its window for a claim of
+// its own workflow ID, which a reset of that workflow makes (store.ResetHeld,
+// store.PastWindowForOther): idemgate_begin of version 7 with its expiry test
+// extended, replaced in place.
 func init() {
 	migrations = append(migrations, beginV6())
 	migrations = append(migrations, beginV7())
+	migrations = append(migrations, beginResetHeld())
 }
 
 // beginV6 is migration 6, built from migration 4's idemgate_begin.
@@ -354,6 +361,23 @@ const (
 	expiredV7 = `expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin)
 				AND NOT (r.effect = 'destructive' AND r.state IN ('claimed', 'unknown'));`
 )
+
+// expiredResetHeld is expiredV7 and store.PastWindowForOther's converse: a
+// completed destructive record of a workflow is not expired for a claim of the same
+// workflow ID.
+const expiredResetHeld = `expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin)
+				AND NOT (r.effect = 'destructive' AND r.state IN ('claimed', 'unknown'))
+				AND NOT (r.effect = 'destructive' AND r.state = 'completed' AND r.workflow_id <> ''
+					AND r.workflow_id = p_workflow_id);`
+
+// beginResetHeld is the migration after 7, built from migration 7's idemgate_begin.
+func beginResetHeld() string {
+	v7 := migrations[6]
+	if strings.Count(v7, expiredV7) != 1 || len(migrations) != 7 {
+		panic("idemgate/store/postgres: migration 7 changed shape; the reset-held migration is built from it")
+	}
+	return strings.Replace(v7, expiredV7, expiredResetHeld, 1)
+}
 
 func beginV7() string {
 	v6 := migrations[5]
