@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
