@@ -298,7 +298,9 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 				"took its claim; its result is not recorded and does not overwrite the newer attempt's.",
 				c.name, c.effect, c.key, c.info.Attempt), ErrTypeInFlight, true, 0)
 		}
-		// No receipt, no success: the write happened but is not on record.
+		// No receipt, no success: the write happened but is not on record. It goes on
+		// record when the store answers again, for Temporal's retry to find.
+		c.completeLater(data, omitted, err)
 		return nil, c.storeDown("store the result of", err)
 	}
 	faultpoint.Hit(faultpoint.AfterStore)

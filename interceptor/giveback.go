@@ -37,19 +37,39 @@ func (c *call) giveBack(op func(context.Context, store.Transition) error, d stor
 	}
 	activity.GetLogger(c.ctx).Warn("idemgate: could not give the claim back; retrying in the background until the store answers",
 		"activity", c.name, "key", c.key, "decision", string(d), "error", err)
+	c.keepTrying(op, d, nil, false, cause, err)
+}
+
+// completeLater stores a result the body returned while the store did not answer
+// Complete (err, the first try's error): the vendor acted, and the result is known
+// to this process only. The activity still fails (no receipt, no success) and
+// Temporal retries it; the retries of Complete go on in the background as a
+// give-back's do, so the retry finds the stored result instead of a claim whose
+// outcome nobody knows — a destructive write refused for a person. Owner-checked:
+// a Complete whose first reply was lost after it committed answers ErrNotOwner.
+func (c *call) completeLater(data []byte, omitted bool, err error) {
+	activity.GetLogger(c.ctx).Warn("idemgate: the result could not be stored; retrying in the background until the store answers",
+		"activity", c.name, "key", c.key, "error", err)
+	c.keepTrying(c.r.opts.Store.Complete, store.DecisionRan, data, omitted, nil, err)
+}
+
+// keepTrying retries an owner-checked transition in the background, with bounded
+// backoff, until the store answers or the gate stops (see giveBack); err is the
+// last try's error.
+func (c *call) keepTrying(op func(context.Context, store.Transition) error, d store.Decision, result []byte, omitted bool, cause, err error) {
 	stop := c.r.giveBacks.stopped()
 	go func() {
 		delay := giveBackFirstDelay
 		for {
 			select {
 			case <-stop:
-				activity.GetLogger(c.ctx).Warn("idemgate: the gate stopped before the claim was given back; it stays claimed and turns into an unknown outcome when its lease passes",
+				activity.GetLogger(c.ctx).Warn("idemgate: the gate stopped before the outcome was stored; the claim stays and turns into an unknown outcome when its lease passes",
 					"activity", c.name, "key", c.key, "decision", string(d), "error", err)
 				return
 			case <-time.After(delay):
 			}
 			delay = min(2*delay, giveBackMaxDelay)
-			if err = c.transition(op, d, nil, false, cause); answered(err) {
+			if err = c.transition(op, d, result, omitted, cause); answered(err) {
 				return
 			}
 		}

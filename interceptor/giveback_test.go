@@ -27,6 +27,20 @@ type hookedStore struct {
 	loseBegin func(n int) bool
 	// failRelease says, for the n-th Release (from 1), whether the store is down.
 	failRelease func(n int) bool
+	// failComplete says, for the n-th Complete (from 1), whether the store is down.
+	failComplete func(n int) bool
+	completes    int
+}
+
+func (s *hookedStore) Complete(ctx context.Context, t store.Transition) error {
+	s.mu.Lock()
+	s.completes++
+	n := s.completes
+	s.mu.Unlock()
+	if s.failComplete != nil && s.failComplete(n) {
+		return errOutage
+	}
+	return s.Store.Complete(ctx, t)
 }
 
 func (s *hookedStore) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
@@ -236,5 +250,28 @@ func TestGiveBackOutlastsTheLease(t *testing.T) {
 	}
 	if d := decisionsOf(h.receipts(store.ReceiptFilter{Key: key})); !strings.HasPrefix(d, "claimed released claimed") {
 		t.Fatalf("receipts = %s, want the key given back and claimed again", d)
+	}
+}
+
+// The family of item 15: a write whose body finished while the store did not answer
+// Complete. The activity fails closed (no receipt, no success), and the result is
+// stored in the background once the store is back, owner-checked: Temporal's retry
+// — here a second run with the same key — gets the stored result, where it met a
+// claim whose outcome nobody knew (a destructive write refused for a person).
+func TestResultStoredWhenTheStoreComesBack(t *testing.T) {
+	h := newHarness(t)
+	var healed atomic.Bool
+	hs := &hookedStore{Store: h.store, failComplete: func(int) bool { return !healed.Load() }}
+	h.opts.Store = hs
+	key := interceptor.BusinessKey(testNamespace, "ChargeCard", bizKey)
+	_, err := h.run("wf-complete-outage", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1})
+	if app := appErr(t, err); app.Type() != interceptor.ErrTypeStoreUnavailable || h.v.count() != 1 {
+		t.Fatalf("complete during the outage: %s, vendor %d; want %s after one charge", app.Type(), h.v.count(), interceptor.ErrTypeStoreUnavailable)
+	}
+	healed.Store(true)
+	waitState(t, h.store, key, store.StateCompleted)
+	out, err := h.run("wf-complete-outage-2", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1})
+	if err != nil || len(out) != 1 || h.v.count() != 1 {
+		t.Fatalf("after the store came back: out %q, err %v, vendor %d; want the stored result and one charge", out, err, h.v.count())
 	}
 }
