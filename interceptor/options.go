@@ -77,7 +77,9 @@ type Options struct {
 	IdentifyingFields map[string][]string
 
 	// Window is how long a finished write is remembered: a repeat inside it returns
-	// the stored result, after it the write is new. Optional: 0 means 24 hours.
+	// the stored result, after it the write is new — except a finished destructive
+	// write, which its own workflow's repeats (a reset) get while the workflow can
+	// still be reset (see `idemgate sweep`). Optional: 0 means 24 hours.
 	Window time.Duration
 
 	// Scope says which runs share minted keys. Optional: the zero value is ScopeExecution.
