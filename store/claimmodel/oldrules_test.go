@@ -127,9 +127,11 @@ func rulesBeforeUnknownKept() Rules {
 
 // rulesBeforeCompletionKept are the current rules but for a completion as it was
 // before session 16: the record was kept for the window from its completion only,
-// even when the completing attempt's lease ran longer.
+// even when the completing attempt's lease ran longer (and, as then, a finished
+// destructive record expired: rulesBeforeResetHeld).
 func rulesBeforeCompletionKept() Rules {
-	r := Current()
+	r := rulesBeforeResetHeld() // before issue 18 too: a finished destructive record expired
+
 	early := func(apply func(store.Record, store.State, store.Transition) (store.Record, error)) func(store.Record, store.State, store.Transition) (store.Record, error) {
 		return func(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
 			next, err := apply(existing, to, t)
