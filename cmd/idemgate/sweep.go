@@ -85,7 +85,7 @@ func (c *cli) sweepHeld(ctx context.Context, st store.Store, address, namespace 
 	defer tc.Close()
 	// A namespace that does not exist would make every workflow look gone.
 	if _, err := tc.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace}); err != nil {
-		return 0, len(recs), fmt.Errorf("Temporal at %s does not describe the namespace %q: %w. Nothing held was forgotten. Next step: pass the namespace the workers run in", address, namespace, err)
+		return 0, len(recs), fmt.Errorf("the namespace %q is not known to Temporal at %s: %w. Nothing held was forgotten. Next step: pass the namespace the workers run in", namespace, address, err)
 	}
 	for _, r := range recs {
 		_, err := tc.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
