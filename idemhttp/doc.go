@@ -20,7 +20,7 @@
 //   - A destructive retry (the gate let an attempt run again after an earlier one may
 //     have reached the vendor) is withheld when the vendor no longer remembers the key:
 //     its window, counted from the attempt's FirstClaimed, has passed (or ends within
-//     2×attempt.ClockSkew, for clock skew: attempt.InVendorWindow), is not published
+//     2×the gate's interceptor.Options.ClockSkew, for clock skew: attempt.InVendorWindow), is not published
 //     (Window 0), or the vendor does not deduplicate at all (ErrWindowPassed). The gate
 //     is told the outcome stays unknown, so the claim is kept for a person to resolve.
 //   - A key already on the request is replaced: the activity's key wins. stripe-go, for

@@ -20,7 +20,10 @@ func TestRefusals(t *testing.T) {
 	verbatim.Verbatim = true
 	longAgo := time.Now().Add(-25 * time.Hour)
 	recent := time.Now().Add(-time.Minute)
-	almostForgotten := time.Now().Add(-idemhttp.Stripe.Window + attempt.ClockSkew)
+	almostForgotten := time.Now().Add(-idemhttp.Stripe.Window + attempt.DefaultClockSkew)
+	// With the gate's Options.ClockSkew at 10 min, 15 min before the window ends is
+	// inside the 2×skew margin (issue 18, item 11: the margin was a fixed 2 min).
+	skewedFirst := time.Now().Add(-idemhttp.Stripe.Window + 15*time.Minute)
 
 	cases := []struct {
 		name      string
@@ -81,6 +84,14 @@ func TestRefusals(t *testing.T) {
 			mentions: []string{"ChargeCard", activityKey, "24h0m0s", "clock skew"},
 		},
 		{
+			// The margin is the gate's Options.ClockSkew, carried by the attempt.
+			name: "destructive retry inside 2×the gate's clock skew of the window's end", p: idemhttp.Stripe, body: `{}`,
+			st: &attempt.State{Key: activityKey, Activity: "ChargeCard", Effect: "destructive", Retry: true,
+				FirstClaimed: skewedFirst, ClockSkew: 10 * time.Minute},
+			want: idemhttp.ErrWindowPassed, observed: true, outcome: attempt.Unknown,
+			mentions: []string{"ChargeCard", activityKey, "24h0m0s", "clock skew", "20m0s"},
+		},
+		{
 			name: "destructive retry to a vendor that does not dedupe", p: idemhttp.NoKey, body: `{}`,
 			st:   &attempt.State{Key: activityKey, Activity: "SendEmail", Effect: "destructive", Retry: true, FirstClaimed: recent},
 			want: idemhttp.ErrWindowPassed, observed: true, outcome: attempt.Unknown,
@@ -107,6 +118,11 @@ func TestRefusals(t *testing.T) {
 		{
 			name: "destructive retry inside the window", p: idemhttp.Stripe, body: `{}`,
 			st:       &attempt.State{Key: activityKey, Activity: "ChargeCard", Effect: "destructive", Retry: true, FirstClaimed: recent},
+			observed: true, outcome: attempt.Committed, wantSends: 1,
+		},
+		{
+			name: "destructive retry inside the window, default skew", p: idemhttp.Stripe, body: `{}`,
+			st:       &attempt.State{Key: activityKey, Activity: "ChargeCard", Effect: "destructive", Retry: true, FirstClaimed: skewedFirst},
 			observed: true, outcome: attempt.Committed, wantSends: 1,
 		},
 		{

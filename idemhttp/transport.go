@@ -299,10 +299,10 @@ func (t *transport) windowPassed(st *attempt.State) string {
 	case t.p.Window <= 0:
 		return t.p.Name + " does not publish how long it remembers a key (Profile.Window is 0)"
 	}
-	if now := time.Now(); !attempt.InVendorWindow(st.FirstClaimed, now, t.p.Window) {
+	if now := time.Now(); !attempt.InVendorWindow(st.FirstClaimed, now, t.p.Window, st.Skew()) {
 		return fmt.Sprintf("the key was first claimed %s ago (%s) and %s remembers keys for %s (a retry is sent only until %s "+
 			"before that ends, for clock skew), so it could take the retry as a new write",
-			now.Sub(st.FirstClaimed).Round(time.Second), st.FirstClaimed.UTC().Format(time.RFC3339), t.p.Name, t.p.Window, 2*attempt.ClockSkew)
+			now.Sub(st.FirstClaimed).Round(time.Second), st.FirstClaimed.UTC().Format(time.RFC3339), t.p.Name, t.p.Window, 2*st.Skew())
 	}
 	return ""
 }

@@ -36,6 +36,8 @@ func registerFeatures(w worker.Registry) {
 	w.RegisterWorkflow(Calls)
 	w.RegisterWorkflow(Tipped)
 	w.RegisterWorkflow(TippedByUpdate)
+	w.RegisterWorkflow(ChildTippedByUpdate)
+	w.RegisterWorkflow(ChargeAmount)
 }
 
 // step is one activity call of the Calls workflow, or a wait for the signal "go".
@@ -128,6 +130,49 @@ func TippedByUpdate(ctx workflow.Context) ([]string, error) {
 	workflow.GetSignalChannel(ctx, "go").Receive(ctx, nil)
 	var order string
 	if err := workflow.ExecuteActivity(actx(ctx), "ChargeCard", 100).Get(ctx, &order); err != nil {
+		return nil, err
+	}
+	if err := workflow.Await(ctx, func() bool { return len(tips) > 0 && workflow.AllHandlersFinished(ctx) }); err != nil {
+		return nil, err
+	}
+	return append([]string{order}, tips...), nil
+}
+
+// ChargeAmount is a child workflow that charges amount.
+func ChargeAmount(ctx workflow.Context, amount int) (string, error) {
+	var r string
+	err := workflow.ExecuteActivity(actx(ctx), "ChargeCard", amount).Get(ctx, &r)
+	return r, err
+}
+
+// ChildTippedByUpdate is TippedByUpdate with each charge in a child workflow
+// (ChargeAmount): the order's child (100) once the signal "go" comes, the tip's
+// child from the update "tip". With explicitIDs every child has its own WorkflowID.
+func ChildTippedByUpdate(ctx workflow.Context, explicitIDs bool) ([]string, error) {
+	child := func(ctx workflow.Context, id string, amount int) (string, error) {
+		var o workflow.ChildWorkflowOptions
+		if explicitIDs {
+			o.WorkflowID = workflow.GetInfo(ctx).WorkflowExecution.ID + "-" + id
+		}
+		var r string
+		err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, o), ChargeAmount, amount).Get(ctx, &r)
+		return r, err
+	}
+	var tips []string
+	err := workflow.SetUpdateHandler(ctx, "tip", func(ctx workflow.Context, amount int) (string, error) {
+		r, err := child(ctx, "tip-"+workflow.GetCurrentUpdateInfo(ctx).ID, amount)
+		if err != nil {
+			return "", err
+		}
+		tips = append(tips, r)
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	workflow.GetSignalChannel(ctx, "go").Receive(ctx, nil)
+	order, err := child(ctx, "order", 100)
+	if err != nil {
 		return nil, err
 	}
 	if err := workflow.Await(ctx, func() bool { return len(tips) > 0 && workflow.AllHandlersFinished(ctx) }); err != nil {
@@ -427,6 +472,42 @@ func TestFeatureResetAfterTheWindow(t *testing.T) {
 	}
 }
 
+// Workflow reset two days after a finished charge, with the default 24 h window
+// (issue 18, item 14): Temporal can still reset the workflow (it is closed within
+// the namespace's retention), so the finished destructive write's record is kept
+// past its window and the reset run gets the stored result — the card is charged
+// once. (Before, the record expired with the window, the reset run claimed the key
+// afresh and charged again.) A sweep without Temporal's word keeps it too.
+func TestFeatureResetAfterTheWindowOfAFinishedWrite(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Now()
+	r := newRig(t, interceptor.Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }})
+	id := "feature-reset-finished-window"
+	run := r.start(id, Calls, []step{{Activity: "ChargeCard"}})
+	first, err := r.result(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	clock = clock.Add(48 * time.Hour)
+	later := clock
+	mu.Unlock()
+	if _, err := r.st.Sweep(context.Background(), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	newRun := r.resetToFirstTask(id, run.GetRunID())
+	again, err := r.result(r.c.GetWorkflow(context.Background(), id, newRun))
+	if n := r.v.total(); n != 1 {
+		t.Fatalf("vendor calls %d, want 1: the reset two days after the charge sent it again", n)
+	}
+	if err != nil {
+		t.Fatalf("reset run two days later: %v", err)
+	}
+	if fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Fatalf("reset run returned %q, want the stored %q", again, first)
+	}
+}
+
 // Workflow retry (a new run of the workflow ID after a failed run): the default
 // scope makes it a new execution with new keys, a second charge; ScopeWorkflowID
 // keeps the keys and returns the stored result.
@@ -605,6 +686,54 @@ func TestFeatureUpdateHandler(t *testing.T) {
 			}
 			if r.v.total() != 2 || fmt.Sprint(again) != fmt.Sprint(first) {
 				t.Fatalf("after the reset: vendor %d calls, results %q, want 2 and the stored %q", r.v.total(), again, first)
+			}
+		})
+	}
+}
+
+// Children started in update handlers (issue 18, item 8): a child is keyed per
+// update ID when its ID is the SDK's, and by its WorkflowID when it has one, so the
+// reset that re-applies the update before the order's child (it came after it in
+// the first run) gives neither child a new key: each charge is sent once, and the
+// reset run returns the stored results. (Before the fix the two children took each
+// other's occurrence numbers, both got new keys and both charges were sent again —
+// with or without their own WorkflowIDs.)
+func TestFeatureUpdateHandlerChildren(t *testing.T) {
+	for _, explicitIDs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("explicitIDs=%v", explicitIDs), func(t *testing.T) {
+			r := newRig(t, interceptor.Options{})
+			id := fmt.Sprintf("feature-update-child-%v", explicitIDs)
+			run := r.start(id, ChildTippedByUpdate, explicitIDs)
+			r.signal(id, run.GetRunID(), "go", nil)
+			waitFor(t, "the order's charge", func() bool { return r.v.total() == 1 })
+			worker.PurgeStickyWorkflowCache()
+			h, err := r.c.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{WorkflowID: id,
+				RunID: run.GetRunID(), UpdateID: "tip-0001", UpdateName: "tip", Args: []any{7},
+				WaitForStage: client.WorkflowUpdateStageCompleted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tip string
+			if err := h.Get(context.Background(), &tip); err != nil {
+				t.Fatal(err)
+			}
+			first, err := r.result(run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := r.v.keys(); len(k) != 2 || k[0] == k[1] || first[1] != tip {
+				t.Fatalf("vendor keys %q, results %q, update result %q", k, first, tip)
+			}
+			newRun := r.resetToFirstTask(id, run.GetRunID())
+			again, err := r.result(r.c.GetWorkflow(context.Background(), id, newRun))
+			if r.v.total() != 2 {
+				t.Fatalf("after the reset the vendor was called %d times (keys %q), want 2: a charge was sent again", r.v.total(), r.v.keys())
+			}
+			if err != nil {
+				t.Fatalf("after the reset: %v", err)
+			}
+			if fmt.Sprint(again) != fmt.Sprint(first) {
+				t.Fatalf("after the reset the results are %q, want the stored %q", again, first)
 			}
 		})
 	}

@@ -52,8 +52,8 @@
 // with the same key; a destructive one is refused with IdempotencyInFlight
 // (non-retryable) until a person resolves it, unless Options.VendorWindows says the
 // vendor deduplicates on the forwarded key: then the retry is re-sent with the same
-// key while the first attempt is inside the vendor's window (up to 2 min before its
-// end, for clock skew between the workers and the vendor) — and only if the claim
+// key while the first attempt is inside the vendor's window (up to 2×Options.ClockSkew
+// before its end, for clock skew between the workers and the vendor) — and only if the claim
 // holds the evidence that the key left through a keyed transport (idemhttp, the MCP
 // bridge), which records it in the store just before the key leaves. A body that
 // calls the vendor with a plain http.Client sends no key the vendor could
@@ -95,15 +95,19 @@
 //
 // When the gate knows the body did not run — a claim whose reply was lost, a
 // definite failure — it gives its own claim back (owner-checked), retrying in the
-// background while the store is down until the store answers or the lease passes.
+// background while the store is down, until the store answers — past the attempt's
+// lease too (the give-back is owner-checked, so a late one cannot touch a claim taken
+// since) — or the plugin stops.
 //
 // # Clocks
 //
 // A claim is held until the attempt's deadline plus twice Options.ClockSkew, so a
 // worker whose clock runs ahead never takes over (or reports as unknown) a claim
 // whose owner, with a clock behind, may still be running: every retry after a
-// timeout waits that much longer. The default, 2 s, is generous for NTP-synced
-// fleets (within milliseconds); set it to your fleet's bound.
+// timeout waits that much longer. The same bound keeps a re-send that relies on the
+// vendor's deduplication (Options.VendorWindows, idemhttp's Profile.Window) 2×ClockSkew
+// short of the vendor's window: one skew, everywhere. The default, 2 s, is generous
+// for NTP-synced fleets (within milliseconds); set it to your fleet's bound.
 //
 // # Pauses
 //

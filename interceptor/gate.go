@@ -62,7 +62,7 @@ type call struct {
 	hash   string
 	owner  string
 	now    time.Time
-	// lease is this attempt's deadline: a give-back is retried until it passes.
+	// lease is this attempt's lease (its deadline plus 2×ClockSkew).
 	lease time.Time
 }
 
@@ -138,7 +138,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		// window, if the key did leave to it: the record must carry the evidence the keyed
 		// transport recorded (store.ResendWindow), or the configuration is all we have.
 		if w, ok := r.opts.VendorWindows[c.name]; ok {
-			if ew, ok := store.ResendWindow(rec, w); ok && attempt.InVendorWindow(rec.CreatedAt, c.now, ew) {
+			if ew, ok := store.ResendWindow(rec, w); ok && attempt.InVendorWindow(rec.CreatedAt, c.now, ew, r.opts.ClockSkew) {
 				cl.TakeOver = true
 				outcome, rec, err = r.opts.Store.Begin(ctx, cl)
 			}
@@ -251,7 +251,8 @@ func (c *call) standaloneKey(id string) (string, error) {
 func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterceptor.ExecuteActivityInput, rec store.Record, takenOver bool) (res any, err error) {
 	// Retry: an earlier attempt may have reached the vendor with this key (only a
 	// takeover says so; a re-claim after a release follows attempts that reached nobody).
-	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver}
+	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver,
+		ClockSkew: c.r.opts.ClockSkew}
 	if _, ok := c.r.opts.VendorWindows[c.name]; ok && c.effect == Destructive {
 		// Its unknown outcome may be re-sent relying on the vendor: only on evidence
 		// that the key left through the keyed transport (store.ResendWindow).
@@ -320,7 +321,9 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 				"took its claim; its result is not recorded and does not overwrite the newer attempt's.",
 				c.name, c.effect, c.key, c.info.Attempt), ErrTypeInFlight, true, 0)
 		}
-		// No receipt, no success: the write happened but is not on record.
+		// No receipt, no success: the write happened but is not on record. It goes on
+		// record when the store answers again, for Temporal's retry to find.
+		c.completeLater(data, omitted, err)
 		return nil, c.storeDown("store the result of", err)
 	}
 	faultpoint.Hit(faultpoint.AfterStore)

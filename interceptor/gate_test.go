@@ -604,20 +604,23 @@ func TestTakeoverDefiniteFailureKeepsEarlierUnknown(t *testing.T) {
 	}
 }
 
-// A re-send under VendorWindows stops 2×attempt.ClockSkew before the vendor's window
+// A re-send under VendorWindows stops 2×Options.ClockSkew before the vendor's window
 // ends: a worker whose clock runs behind would otherwise re-send to a vendor that
 // already forgot the key, and it would charge again (found by store/claimmodel).
+// Issue 18, item 11: with ClockSkew 10 min the margin is 20 min, not a fixed 2.
 func TestVendorWindowLeavesRoomForClockSkew(t *testing.T) {
 	h := newHarness(t)
 	base := time.Now().UTC()
 	var mu sync.Mutex
 	clock := base
 	h.opts.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	h.opts.ClockSkew = 10 * time.Minute
 	h.opts.VendorWindows = map[string]time.Duration{"ChargeCard": time.Hour}
 	h.tools.fail = func(ctx context.Context) (error, bool) {
 		if ctxAttempt(ctx) == 1 {
 			mu.Lock()
-			clock = base.Add(time.Hour - attempt.ClockSkew) // inside the window by this clock, not by every clock
+			// Inside the window by this clock, not by a clock 10 min ahead of it.
+			clock = base.Add(time.Hour - 2*h.opts.ClockSkew + time.Minute)
 			mu.Unlock()
 			return errors.New("connection reset by peer"), true
 		}

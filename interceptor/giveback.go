@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -21,29 +22,77 @@ const (
 // undone, the claim would turn into an unknown outcome when its lease passed and a
 // destructive write would be refused for good with nothing sent. The first try is made
 // here; while the store does not answer (an outage, not ErrNotOwner or ErrNotFound) it
-// is retried with backoff in the background until it answers or the lease passes, so
-// the activity returns at once.
+// is retried with backoff in the background, so the activity returns at once.
+//
+// The retries go on past the attempt's lease, for as long as the process lives (or
+// until root.stopGiveBacks, before a plugin closes the store): the transition is
+// owner-checked, so a late give-back cannot touch a claim another attempt has taken
+// since, and "not sent" stays true however long the store was down. Stopping at the
+// lease turned a definite failure into a permanent refusal whenever an outage
+// outlasted it.
 func (c *call) giveBack(op func(context.Context, store.Transition) error, d store.Decision, cause error) {
 	err := c.transition(op, d, nil, false, cause)
 	if answered(err) {
 		return
 	}
-	activity.GetLogger(c.ctx).Warn("idemgate: could not give the claim back; retrying in the background until its lease passes",
+	activity.GetLogger(c.ctx).Warn("idemgate: could not give the claim back; retrying in the background until the store answers",
 		"activity", c.name, "key", c.key, "decision", string(d), "error", err)
+	c.keepTrying(op, d, nil, false, cause, err)
+}
+
+// completeLater stores a result the body returned while the store did not answer
+// Complete (err, the first try's error): the vendor acted, and the result is known
+// to this process only. The activity still fails (no receipt, no success) and
+// Temporal retries it; the retries of Complete go on in the background as a
+// give-back's do, so the retry finds the stored result instead of a claim whose
+// outcome nobody knows — a destructive write refused for a person. Owner-checked:
+// a Complete whose first reply was lost after it committed answers ErrNotOwner.
+func (c *call) completeLater(data []byte, omitted bool, err error) {
+	activity.GetLogger(c.ctx).Warn("idemgate: the result could not be stored; retrying in the background until the store answers",
+		"activity", c.name, "key", c.key, "error", err)
+	c.keepTrying(c.r.opts.Store.Complete, store.DecisionRan, data, omitted, nil, err)
+}
+
+// keepTrying retries an owner-checked transition in the background, with bounded
+// backoff, until the store answers or the gate stops (see giveBack); err is the
+// last try's error.
+func (c *call) keepTrying(op func(context.Context, store.Transition) error, d store.Decision, result []byte, omitted bool, cause, err error) {
+	stop := c.r.giveBacks.stopped()
 	id := c.r.inflight.add(c.lease) // the store stays open for it (PluginOptions.CloseStore)
 	go func() {
 		defer c.r.inflight.done(id)
 		delay := giveBackFirstDelay
-		for c.r.opts.Now().Before(c.lease) {
-			time.Sleep(delay)
+		for {
+			select {
+			case <-stop:
+				activity.GetLogger(c.ctx).Warn("idemgate: the gate stopped before the outcome was stored; the claim stays and turns into an unknown outcome when its lease passes",
+					"activity", c.name, "key", c.key, "decision", string(d), "error", err)
+				return
+			case <-time.After(delay):
+			}
 			delay = min(2*delay, giveBackMaxDelay)
-			if err = c.transition(op, d, nil, false, cause); answered(err) {
+			if err = c.transition(op, d, result, omitted, cause); answered(err) {
 				return
 			}
 		}
-		activity.GetLogger(c.ctx).Warn("idemgate: the claim was not given back before its lease passed; it stays as an unknown outcome",
-			"activity", c.name, "key", c.key, "decision", string(d), "error", err)
 	}()
+}
+
+// giveBacks ends the background give-backs of one gate.
+type giveBacks struct {
+	once, endOnce sync.Once
+	stop          chan struct{}
+}
+
+func (g *giveBacks) stopped() <-chan struct{} {
+	g.once.Do(func() { g.stop = make(chan struct{}) })
+	return g.stop
+}
+
+// end stops every background give-back; they make no further try.
+func (g *giveBacks) end() {
+	g.stopped()
+	g.endOnce.Do(func() { close(g.stop) })
 }
 
 // answered reports whether the store answered a transition: it was stored, or the

@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,20 @@ type hookedStore struct {
 	loseBegin func(n int) bool
 	// failRelease says, for the n-th Release (from 1), whether the store is down.
 	failRelease func(n int) bool
+	// failComplete says, for the n-th Complete (from 1), whether the store is down.
+	failComplete func(n int) bool
+	completes    int
+}
+
+func (s *hookedStore) Complete(ctx context.Context, t store.Transition) error {
+	s.mu.Lock()
+	s.completes++
+	n := s.completes
+	s.mu.Unlock()
+	if s.failComplete != nil && s.failComplete(n) {
+		return errOutage
+	}
+	return s.Store.Complete(ctx, t)
 }
 
 func (s *hookedStore) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
@@ -200,4 +215,68 @@ func TestReleaseGoesOnInTheBackground(t *testing.T) {
 	// ...and land once it is back.
 	healed.Store(true)
 	waitState(t, h.store, key, store.StateReleased)
+}
+
+// Issue 18, item 15: a definite failure's give-back meets a store that stays down
+// past the attempt's lease. The give-back goes on (owner-checked) and lands when the
+// store is back: the key is free, not an unknown outcome refused for good.
+func TestGiveBackOutlastsTheLease(t *testing.T) {
+	h := newHarness(t)
+	var healed atomic.Bool
+	hs := &hookedStore{Store: h.store, failRelease: func(int) bool { return !healed.Load() }}
+	var clk clock
+	h.opts.Store, h.opts.Now = hs, clk.now
+	h.tools.fail = func(ctx context.Context) (error, bool) {
+		return interceptor.NotCommitted(fmt.Errorf("card network rejected the request")), false
+	}
+	key := interceptor.BusinessKey(testNamespace, "ChargeCard", bizKey)
+	if _, err := h.run("wf-long-outage", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1}); err == nil {
+		t.Fatal("the definite failure did not reach the workflow")
+	}
+	rec, err := h.store.Get(context.Background(), key)
+	if err != nil || rec.State != store.StateClaimed {
+		t.Fatalf("record while the store is down = %+v %v", rec, err)
+	}
+	// The outage outlasts the lease (and its margin) by the gate's clock.
+	clk.advance(rec.Lease.Sub(clk.now()) + store.LeaseMargin + time.Hour)
+	// Give-backs tried after the lease passed: the old gate stopped at the lease.
+	n := hs.releaseCount()
+	deadline := time.Now().Add(30 * time.Second)
+	for hs.releaseCount() < n+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Release tried %d times in 30s after the lease passed, want it to go on", hs.releaseCount()-n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	healed.Store(true)
+	waitState(t, h.store, key, store.StateReleased)
+	if _, err := h.run("wf-long-outage-2", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1}); err == nil {
+		t.Fatal("the second call did not fail as the tool says")
+	}
+	if d := decisionsOf(h.receipts(store.ReceiptFilter{Key: key})); !strings.HasPrefix(d, "claimed released claimed") {
+		t.Fatalf("receipts = %s, want the key given back and claimed again", d)
+	}
+}
+
+// The family of item 15: a write whose body finished while the store did not answer
+// Complete. The activity fails closed (no receipt, no success), and the result is
+// stored in the background once the store is back, owner-checked: Temporal's retry
+// — here a second run with the same key — gets the stored result, where it met a
+// claim whose outcome nobody knew (a destructive write refused for a person).
+func TestResultStoredWhenTheStoreComesBack(t *testing.T) {
+	h := newHarness(t)
+	var healed atomic.Bool
+	hs := &hookedStore{Store: h.store, failComplete: func(int) bool { return !healed.Load() }}
+	h.opts.Store = hs
+	key := interceptor.BusinessKey(testNamespace, "ChargeCard", bizKey)
+	_, err := h.run("wf-complete-outage", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1})
+	if app := appErr(t, err); app.Type() != interceptor.ErrTypeStoreUnavailable || h.v.count() != 1 {
+		t.Fatalf("complete during the outage: %s, vendor %d; want %s after one charge", app.Type(), h.v.count(), interceptor.ErrTypeStoreUnavailable)
+	}
+	healed.Store(true)
+	waitState(t, h.store, key, store.StateCompleted)
+	out, err := h.run("wf-complete-outage-2", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1})
+	if err != nil || len(out) != 1 || h.v.count() != 1 {
+		t.Fatalf("after the store came back: out %q, err %v, vendor %d; want the stored result and one charge", out, err, h.v.count())
+	}
 }

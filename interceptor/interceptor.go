@@ -30,12 +30,17 @@ func newRoot(o Options) *root {
 
 type root struct {
 	sdkinterceptor.WorkerInterceptorBase
-	opts    Options
-	classes sync.Map // activity name -> Classification
-	pauses  pauseCache
+	opts      Options
+	classes   sync.Map // activity name -> Classification
+	pauses    pauseCache
+	giveBacks giveBacks
 	// inflight is the work that still needs the store (see inflight).
 	inflight inflight
 }
+
+// stopGiveBacks ends the gate's background give-backs (see giveBack): for a stop that
+// is about to close the store under them. Without it they go on while the process lives.
+func (r *root) stopGiveBacks() { r.giveBacks.end() }
 
 func (r *root) classify(name string) Classification {
 	if c, ok := r.classes.Load(name); ok {

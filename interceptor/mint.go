@@ -159,17 +159,46 @@ func (o *workflowOutbound) ExecuteChildWorkflow(ctx workflow.Context, childType 
 // childToken is the parent token of the n-th child (from 1) of childType that an
 // execution with the given scope starts; workflowID is the ChildWorkflowOptions
 // WorkflowID ("" when the SDK generates one from the parent's run ID, which a reset
-// changes).
+// changes). n counts the children of childType with that workflowID.
 func childToken(scope, childType, workflowID string, n int) string {
 	return mint("child", scope, childType, workflowID, strconv.Itoa(n))
 }
 
+// updateChildToken is the parent token of the n-th child (from 1) of childType with
+// an SDK-generated workflow ID that the handler of update updateID starts.
+func updateChildToken(scope, updateID, childType string, n int) string {
+	return mint("update-child", scope, updateID, childType, strconv.Itoa(n))
+}
+
 // stampChild writes the parent token of the child about to be started into its
-// start header.
+// start header. The token must not move when a reset re-orders what the parent
+// does (a reset re-applies the signals and updates received after its point, so
+// their handlers may now run before main-code steps they followed):
+//
+//   - a child with an explicit WorkflowID is keyed by that ID: numbered among the
+//     children of its type with that ID only, wherever it is started;
+//   - a child with an SDK-generated ID started in an update handler is numbered
+//     per update ID, as the handler's activities are (see occurrence);
+//   - any other child is numbered among the children of its type. Started from
+//     code that a signal drives, give it an explicit WorkflowID.
 func (o *workflowOutbound) stampChild(ctx workflow.Context, childType string) {
 	w := o.wf
 	scope := w.keyScope(ctx)
-	w.children[childType]++
-	token := childToken(scope, childType, workflow.GetChildWorkflowOptions(ctx).WorkflowID, w.children[childType])
+	var token string
+	id := workflow.GetChildWorkflowOptions(ctx).WorkflowID
+	update, inUpdate := ctx.Value(updateIDCtx{}).(string)
+	switch {
+	case id != "":
+		name := "id\x00" + childType + "\x00" + id
+		w.children[name]++
+		token = childToken(scope, childType, id, w.children[name])
+	case inUpdate:
+		name := "update\x00" + update + "\x00" + childType
+		w.children[name]++
+		token = updateChildToken(scope, update, childType, w.children[name])
+	default:
+		w.children[childType]++
+		token = childToken(scope, childType, "", w.children[childType])
+	}
 	setToken(sdkinterceptor.WorkflowHeader(ctx), token)
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
+	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -42,7 +43,7 @@ const (
 	DefaultPauseRefresh  = 2 * time.Second
 	// DefaultClockSkew is the largest clock offset assumed between two workers when
 	// Options.ClockSkew is 0.
-	DefaultClockSkew = 2 * time.Second
+	DefaultClockSkew = attempt.DefaultClockSkew
 	// defaultLease is the lease of an attempt that has no deadline (never the case for
 	// activities Temporal schedules; kept as a guard).
 	defaultLease = 10 * time.Minute
@@ -78,7 +79,9 @@ type Options struct {
 	IdentifyingFields map[string][]string
 
 	// Window is how long a finished write is remembered: a repeat inside it returns
-	// the stored result, after it the write is new. Optional: 0 means 24 hours.
+	// the stored result, after it the write is new — except a finished destructive
+	// write, which its own workflow's repeats (a reset) get while the workflow can
+	// still be reset (see `idemgate sweep`). Optional: 0 means 24 hours.
 	Window time.Duration
 
 	// Scope says which runs share minted keys. Optional: the zero value is ScopeExecution.
@@ -116,8 +119,10 @@ type Options struct {
 	// the store. Optional: 0 means 2 seconds. Negative is invalid.
 	PauseRefresh time.Duration
 
-	// ClockSkew is the largest clock offset between any two workers; a claim is held
-	// until its attempt's deadline plus twice this (see Clocks in the package doc).
+	// ClockSkew is the largest clock offset between any two workers (and a vendor); a
+	// claim is held until its attempt's deadline plus twice this, and a re-send under
+	// VendorWindows or an idemhttp Profile.Window stops twice this before the vendor's
+	// window ends (see Clocks in the package doc).
 	// Optional: 0 means 2 seconds. Negative is invalid.
 	ClockSkew time.Duration
 

@@ -381,6 +381,8 @@ func (pl *Plugin) stopped(instanceKey string) {
 				"running have stored their outcome (at the latest until their leases pass, %s)", n,
 				until.UTC().Format(time.RFC3339)), "inFlight", n)
 		})
+		// Give-backs still retrying past their leases would use a closed store.
+		pl.gate.stopGiveBacks()
 		if err := c.Close(); err != nil {
 			pl.logger().Warn("idemgate: closing the store failed", "error", err)
 		}

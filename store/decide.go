@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -19,15 +20,49 @@ const LeaseMargin = 5 * time.Minute
 //   - a destructive write whose outcome nobody knows (StateUnknown, or StateClaimed
 //     with its owner gone): its attempt may have reached the vendor, so the key
 //     stays blocked until a person resolves it (ApplyResolve) — forgetting it
-//     would let a later attempt send again.
+//     would let a later attempt send again;
+//   - a finished destructive write of a workflow (ResetHeld): Temporal can reset a
+//     running workflow at any time and a closed one within its namespace's
+//     retention, and the reset run sends the same key again. It is kept while its
+//     workflow can still be reset: only Temporal's word that it cannot ends that
+//     (Forgettable), never time alone. (Begin still lets another workflow's claim
+//     of the key past the window start a new write: see Decide.)
 func Expired(r Record, now time.Time) bool {
 	if r.State == StateClaimed && now.Before(r.Lease.Add(LeaseMargin)) {
 		return false
 	}
-	if UnknownOutcome(r) {
+	if UnknownOutcome(r) || ResetHeld(r) {
 		return false
 	}
 	return !now.Before(r.ExpiresAt)
+}
+
+// ResetHeld reports whether r is a finished destructive write of a workflow
+// (StateCompleted, a workflow ID: not a standalone activity), which Expired keeps
+// past its window while the workflow can still be reset.
+func ResetHeld(r Record) bool {
+	return r.Effect == EffectDestructive && r.State == StateCompleted && r.WorkflowID != ""
+}
+
+// Forgettable reports whether a sweep that asked Temporal about r's workflow may
+// forget r at now: r is Expired, or it is ResetHeld, past its window, and Temporal
+// answered that no run of r.WorkflowID can be reset any more (resettable false: no
+// run of the workflow ID is open or closed within the namespace's retention).
+// Without an answer from Temporal, pass resettable true: the record is kept.
+func Forgettable(r Record, now time.Time, resettable bool) bool {
+	if Expired(r, now) {
+		return true
+	}
+	return ResetHeld(r) && !resettable && !now.Before(r.ExpiresAt)
+}
+
+// PastWindowForOther reports whether a claim c treats the ResetHeld record r as
+// absent: r's window passed and c comes from another workflow (a business key of
+// WithKey used again: past the window, a new write). A claim from r's own workflow
+// ID is a reset (or a re-run) of the workflow that sent it, and gets the stored
+// result.
+func PastWindowForOther(r Record, c Claim) bool {
+	return ResetHeld(r) && !c.Now.Before(r.ExpiresAt) && c.WorkflowID != r.WorkflowID
 }
 
 // EffectDestructive is the Effect string of a destructive write (interceptor.Destructive).
@@ -57,7 +92,7 @@ func (c Claim) Expires() time.Time {
 // Begin, and whether it must be written. When write is true, the backend stores next
 // and appends ClaimReceipt(c, outcome) in the same commit.
 func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record, write bool) {
-	expired := found && Expired(existing, c.Now)
+	expired := found && (Expired(existing, c.Now) || PastWindowForOther(existing, c))
 	if !found || expired || existing.State == StateReleased {
 		next = fresh(c)
 		if found && !expired {
@@ -245,4 +280,20 @@ func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
 // PauseReceipt is the receipt Pause (DecisionPaused) and Resume (DecisionResumed) append.
 func PauseReceipt(p Pause, d Decision) Receipt {
 	return Receipt{Time: p.Time, Activity: p.Activity, Effect: p.Effect, Decision: d, Actor: p.Actor, Reason: p.Reason}
+}
+
+// HeldSweeper is implemented by stores that can forget the finished destructive
+// writes kept while their workflow can be reset (ResetHeld): a sweep asks Temporal
+// about each one's workflow ID and forgets only those Temporal says can no longer be
+// reset (`idemgate sweep --temporal-address`). store/memory, store/sqlite and
+// store/postgres implement it. Every method is safe for concurrent use.
+type HeldSweeper interface {
+	// Held lists at most limit (<= 0: all) ResetHeld records whose window passed at
+	// now (ExpiresAt at or before now), oldest ExpiresAt first (then by key).
+	Held(ctx context.Context, now time.Time, limit int) ([]Record, error)
+	// Forget removes r's key's record when it is still r — the same owner, completed,
+	// ResetHeld, its window passed at now — for a sweep that heard from Temporal that
+	// r.WorkflowID can no longer be reset (Forgettable(r, now, false)). It reports
+	// whether it removed it; receipts are kept.
+	Forget(ctx context.Context, r Record, now time.Time) (bool, error)
 }

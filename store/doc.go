@@ -27,6 +27,12 @@
 // (ReleasedState) and its first-claimed time stays; only a person's Resolve to
 // released clears it.
 //
+// Two kinds of destructive record outlive their window. One whose outcome nobody
+// knows stays until a person resolves it (UnknownOutcome). A finished one of a
+// workflow stays while that workflow can still be reset, since a reset run sends the
+// same key again (ResetHeld): its own workflow's claims get the stored result, and
+// only a sweep that heard from Temporal forgets it (Forgettable, HeldSweeper).
+//
 // Backends: store/memory (tests), store/sqlite (embedded default) and
 // store/postgres (many workers on many machines).
 package store

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
@@ -414,8 +416,16 @@ func TestSweep(t *testing.T) {
 		st := openStore(t, b)
 		ctx := context.Background()
 		old := time.Now().Add(-48 * time.Hour)
-		for _, k := range []string{"key-expired-01", "key-expired-02", "key-expired-03"} {
-			seed(t, st, k, "wf-old", old, old.Add(time.Minute), "complete")
+		for _, k := range []string{"key-idem-old-01", "key-idem-old-02", "key-idem-old-03"} {
+			c := store.Claim{Key: k, Activity: "UpsertContact", Effect: "idempotent-write", ArgsHash: "h", Args: testArgs,
+				Owner: "o-" + k, Lease: old.Add(time.Minute), Window: 24 * time.Hour, WorkflowID: "wf-old", Now: old}
+			if o, _, err := st.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
+				t.Fatalf("seed %s: %v %v", k, o, err)
+			}
+			if err := st.Complete(ctx, store.Transition{Key: k, Owner: c.Owner, Now: old, Window: 24 * time.Hour,
+				Receipt: store.Receipt{Key: k, Activity: c.Activity, Effect: c.Effect, Decision: store.DecisionRan}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		seed(t, st, "key-fresh-0001", "wf-new", time.Now(), time.Now().Add(time.Minute), "complete")
 		out := decodeJSON[map[string]any](t, ok(t, "sweep", "--store", b.spec, "--limit", "2", "--json"))
@@ -425,7 +435,7 @@ func TestSweep(t *testing.T) {
 		if r := ok(t, "sweep", "--store", b.spec); !strings.Contains(r.stdout, "removed 1 expired record") {
 			t.Fatalf("second sweep: %s", r)
 		}
-		for _, k := range []string{"key-expired-01", "key-expired-02", "key-expired-03"} {
+		for _, k := range []string{"key-idem-old-01", "key-idem-old-02", "key-idem-old-03"} {
 			if _, err := st.Get(ctx, k); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("%s after sweeping: %v", k, err)
 			}
@@ -433,8 +443,63 @@ func TestSweep(t *testing.T) {
 		if _, err := st.Get(ctx, "key-fresh-0001"); err != nil {
 			t.Fatalf("sweep removed a live record: %v", err)
 		}
-		if rs, _ := st.Receipts(ctx, store.ReceiptFilter{Key: "key-expired-01"}); len(rs) != 2 {
+		if rs, _ := st.Receipts(ctx, store.ReceiptFilter{Key: "key-idem-old-01"}); len(rs) != 2 {
 			t.Fatalf("receipts of a swept key: %d, want them kept", len(rs))
+		}
+	})
+}
+
+// Issue 18, item 14: a finished destructive write past its window is kept while its
+// workflow can still be reset. A plain sweep keeps it (and says so); a sweep with
+// --temporal-address asks Temporal by workflow ID and forgets only the records of
+// workflows Temporal no longer has.
+func TestSweepKeepsFinishedDestructiveWritesWhileResettable(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		ctx := context.Background()
+		old := time.Now().Add(-48 * time.Hour)
+		for _, k := range []string{"key-gone-wf-0001", "key-gone-wf-0002", "key-gone-wf-0003"} {
+			seed(t, st, k, "wf-gone-"+k, old, old.Add(time.Minute), "complete")
+		}
+		running := fmt.Sprintf("wf-running-%s-%d", b.name, time.Now().UnixNano())
+		if _, err := server.GetDefaultClient().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: running,
+			TaskQueue: "nobody-polls-" + running}, "Anything"); err != nil {
+			t.Fatal(err)
+		}
+		seed(t, st, "key-running-wf-01", running, old, old.Add(time.Minute), "complete")
+
+		out := decodeJSON[map[string]any](t, ok(t, "sweep", "--store", b.spec, "--json"))
+		if out["removed"] != float64(0) || out["held"] != float64(4) || out["forgotten"] != float64(0) {
+			t.Fatalf("sweep without Temporal = %v; want nothing removed, 4 held", out)
+		}
+		if r := ok(t, "sweep", "--store", b.spec); !strings.Contains(r.stdout, "kept 4 finished destructive record(s)") ||
+			!strings.Contains(r.stdout, "Next step: pass --temporal-address") {
+			t.Fatalf("sweep without Temporal: %s", r)
+		}
+		if r := idem(t, "sweep", "--store", b.spec, "--temporal-address", server.GetFrontendHostPort()); r.code != exitUsage {
+			t.Fatalf("--temporal-address without --namespace: %s", r)
+		}
+		if r := idem(t, "sweep", "--store", b.spec, "--temporal-address", server.GetFrontendHostPort(), "--namespace", "no-such-namespace"); r.code == 0 ||
+			!strings.Contains(r.stderr, "Nothing held was forgotten") {
+			t.Fatalf("an unknown namespace: %s", r)
+		}
+		for _, k := range []string{"key-gone-wf-0001", "key-running-wf-01"} {
+			if _, err := st.Get(ctx, k); err != nil {
+				t.Fatalf("%s after sweeps without Temporal's word: %v", k, err)
+			}
+		}
+		out = decodeJSON[map[string]any](t, ok(t, "sweep", "--store", b.spec, "--temporal-address", server.GetFrontendHostPort(),
+			"--namespace", server.GetDefaultNamespace(), "--json"))
+		if out["forgotten"] != float64(3) || out["held"] != float64(1) {
+			t.Fatalf("sweep asking Temporal = %v; want the 3 records of unknown workflows forgotten, the running one held", out)
+		}
+		for _, k := range []string{"key-gone-wf-0001", "key-gone-wf-0002", "key-gone-wf-0003"} {
+			if _, err := st.Get(ctx, k); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s after Temporal said its workflow is gone: %v", k, err)
+			}
+		}
+		if _, err := st.Get(ctx, "key-running-wf-01"); err != nil {
+			t.Fatalf("the running workflow's record was forgotten: %v", err)
 		}
 	})
 }

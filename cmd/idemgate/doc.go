@@ -20,7 +20,7 @@
 //	idemgate resume   --activity NAME | --effect destructive|idempotent-write [--reason WHY] [--actor WHO]
 //	idemgate pauses
 //	idemgate census   [--strict] NAME...
-//	idemgate sweep    [--limit N]
+//	idemgate sweep    [--limit N] [--temporal-address HOST:PORT --namespace NS]
 //
 // Every command that reads the store takes --store: a SQLite file path or a
 // PostgreSQL DSN (postgres://…). It defaults to $IDEMGATE_STORE, else the file the
@@ -65,7 +65,10 @@
 // place, a verb that reads or writes); --strict exits 1 and lists them with their
 // reasons when any name is flagged.
 //
-// sweep removes the records past their window once and reports how many.
+// sweep removes the records past their window once and reports how many. It keeps a
+// finished destructive write whose workflow may still be reset (a reset run would send
+// it again) and says how many it kept; with --temporal-address and --namespace it asks
+// Temporal about each one's workflow ID and forgets those Temporal no longer has.
 //
 // # Exit codes
 //

@@ -81,6 +81,9 @@ type State struct {
 	// Retry is true when an earlier attempt held this key's claim (a takeover or a
 	// re-claim): the vendor may already have seen the key.
 	Retry bool
+	// ClockSkew is the gate's clock bound (interceptor.Options.ClockSkew); zero means
+	// DefaultClockSkew. InVendorWindow's margin is twice it.
+	ClockSkew time.Duration
 
 	// RecordSent, set by the gate for a destructive write whose unknown outcome it
 	// would re-send relying on the vendor's deduplication (Options.VendorWindows),
@@ -157,17 +160,28 @@ func FromContext(ctx context.Context) (*State, bool) {
 	return s, ok && s != nil
 }
 
-// ClockSkew is the largest difference idemgate assumes between two clocks: the
-// worker's that first claimed a key, a later worker's, and the vendor's.
-const ClockSkew = time.Minute
+// DefaultClockSkew is the largest difference idemgate assumes between two clocks
+// (the worker's that first claimed a key, a later worker's, and the vendor's) when
+// nobody said otherwise: interceptor.DefaultClockSkew, the default of
+// interceptor.Options.ClockSkew.
+const DefaultClockSkew = 2 * time.Second
+
+// Skew is s.ClockSkew, or DefaultClockSkew when it is zero.
+func (s *State) Skew() time.Duration {
+	if s == nil || s.ClockSkew <= 0 {
+		return DefaultClockSkew
+	}
+	return s.ClockSkew
+}
 
 // InVendorWindow reports whether a write whose key was first claimed at first (by
 // the claiming worker's clock) may be re-sent at now (by this worker's clock) with
 // the same key to a vendor that remembers keys for window from when it first saw
-// them. It stops 2×ClockSkew before the window ends, since each clock may be off by
-// ClockSkew: without that margin a worker whose clock runs behind re-sends to a vendor
-// that has already forgotten the key, and the write happens twice. One rule for the
+// them, when any two clocks differ by at most skew. It stops 2×skew before the
+// window ends, since each clock may be off by skew: without that margin a worker
+// whose clock runs behind re-sends to a vendor that has already forgotten the key,
+// and the write happens twice. One rule, with one skew (Options.ClockSkew), for the
 // gate (Options.VendorWindows) and idemhttp (Profile.Window).
-func InVendorWindow(first, now time.Time, window time.Duration) bool {
-	return now.Before(first.Add(window - 2*ClockSkew))
+func InVendorWindow(first, now time.Time, window, skew time.Duration) bool {
+	return now.Before(first.Add(window - 2*skew))
 }

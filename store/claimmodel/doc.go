@@ -15,14 +15,19 @@
 //   - a claim whose owner is running inside its lease is never taken over,
 //     re-claimed, expired, swept or resolved;
 //   - "an earlier attempt may have sent" never becomes false without a person, and
-//     the key's first-claimed time never moves while it holds.
+//     the key's first-claimed time never moves while it holds;
+//   - a finished destructive write's record is not forgotten (expired, swept or
+//     claimed afresh) while its workflow can still be reset — open, or closed within
+//     the retention (Config.Retention; a sweep that asks Temporal learns which).
 //
 // A write whose re-send relies on the vendor sends either through the keyed
 // transport, which records its evidence in the claim first, or (configuration
 // "destructive-vendor-unkeyed") without the key: the gate must then refuse.
 //
-// A key is legitimately forgotten once its window passed (a repeat after that is a
-// new write by design): the checks start a new epoch then.
+// The vendor-window rule (Rules.Resend) takes the gate's clock bound, the model's
+// largest worker skew. A key is otherwise legitimately forgotten once its window
+// passed (a repeat after that is a new write by design): the checks start a new
+// epoch then.
 //
 // Sequences turns random walks of the same model into store calls with the
 // outcome and record the rules expect after each, which package storetest replays

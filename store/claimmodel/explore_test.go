@@ -218,3 +218,112 @@ func TestExploreFindsTheUnkeyedResend(t *testing.T) {
 		t.Fatalf("%s: current rules: %v", cfg.Name, res.Violations)
 	}
 }
+
+// skewConfig is a fleet with clocks up to 10 minutes apart (Options.ClockSkew 10
+// min) and a vendor that remembers keys for an hour (issue 18, item 11).
+func skewConfig() Config {
+	return Config{
+		Name: "destructive-vendor-keyed-skew-10m", Effect: "destructive",
+		VendorWindow: time.Hour, Window: 2 * time.Hour,
+		Leases:  []time.Duration{5 * time.Minute, 5 * time.Minute},
+		Skews:   []time.Duration{-10 * time.Minute, 0, 10 * time.Minute},
+		Overrun: time.Minute, Horizon: 3 * time.Hour,
+	}
+}
+
+// rulesWithFixedResendMargin are the current rules but for the vendor-window margin
+// as it was before issue 18: 2×attempt.ClockSkew (one minute), whatever
+// Options.ClockSkew said.
+func rulesWithFixedResendMargin() Rules {
+	r := Current()
+	r.Resend = func(first, now time.Time, w, _ time.Duration) bool { return now.Before(first.Add(w - 2*time.Minute)) }
+	r.ResendMargin = func(time.Duration) time.Duration { return 2 * time.Minute }
+	return r
+}
+
+// Item 11 of issue 18: with Options.ClockSkew 10 min, the re-send margin of one
+// fixed minute lets a worker whose clock runs 10 min behind re-send after the
+// vendor's hour has ended: a second charge. The margin of 2×Options.ClockSkew
+// refuses it.
+func TestExploreFindsTheFixedResendMargin(t *testing.T) {
+	cfg := skewConfig()
+	const d = 5
+	old := Explore(cfg, rulesWithFixedResendMargin(), d)
+	var found bool
+	for _, v := range old.Violations {
+		if v.Kind == SentTwice {
+			found = true
+			t.Logf("fixed margin: %s", v)
+		}
+	}
+	if !found {
+		t.Errorf("fixed margin, depth %d: no %q; found %v", d, SentTwice, old.Violations)
+	}
+	cd := depth(t) // IDEMGATE_MODEL_DEPTH explores the current rules deeper
+	cur := Explore(cfg, Current(), cd)
+	for _, v := range cur.Violations {
+		t.Errorf("current rules: %s", v)
+	}
+	t.Logf("current rules: depth %d, %d states, %d transitions", cd, cur.States, cur.Transitions)
+}
+
+// Item 14 of issue 18: before it, a finished destructive write was forgotten when
+// the gate's window ran out, while its workflow could still be reset: the reset run
+// claimed the key afresh and sent again. The model finds it on those rules, by a
+// fresh claim and by a sweep; the current rules keep the record until a sweep
+// hears from Temporal that the workflow can no longer be reset (TestExplore).
+func TestExploreFindsTheResetForgotten(t *testing.T) {
+	for _, cfg := range Configs() {
+		if cfg.Retention == 0 {
+			continue
+		}
+		res := Explore(cfg, rulesBeforeResetHeld(), 5)
+		var claim, sweep bool
+		for _, v := range res.Violations {
+			if v.Kind != ResetForgotten {
+				continue
+			}
+			last := v.Steps[len(v.Steps)-1]
+			claim = claim || strings.Contains(last, "Begin: claimed")
+			sweep = sweep || strings.Contains(last, "Sweep")
+			t.Logf("%s: %s", cfg.Name, v)
+		}
+		if !claim || !sweep {
+			t.Errorf("%s: rules before issue 18, depth 5: want %q by a fresh claim and by a sweep; found %v",
+				cfg.Name, ResetForgotten, res.Violations)
+		}
+	}
+}
+
+// A sweep that asks Temporal forgets a finished destructive write once its workflow
+// closed and its retention passed, and not before.
+func TestSweepAskingTemporalForgetsPastRetention(t *testing.T) {
+	cfg := Configs()[1]
+	m := newModel(cfg, Current(), "k")
+	s := m.initial()
+	w, ret := dsecs(cfg.Window), dsecs(cfg.Retention)
+	steps := []Event{
+		{Kind: EvClaim, Attempt: 0, Skew: 1},
+		{Kind: EvSend, Attempt: 0},
+		{Kind: EvComplete, Attempt: 0},
+		{Kind: EvTime, To: w + 1},
+		{Kind: EvSweep},
+		{Kind: EvSweepTemporal},
+		{Kind: EvClose},
+		{Kind: EvTime, To: w + 1 + ret + 600}, // past the retention and the record's expiry (a1's lease)
+		{Kind: EvSweepTemporal},
+	}
+	var lines []string
+	for i, e := range steps {
+		var say []string
+		p := stepper{say: &say}
+		s = m.step(s, e, &p)
+		lines = append(lines, say...)
+		if len(p.violations) > 0 {
+			t.Fatalf("violations %q; steps:\n%s", p.violations, strings.Join(lines, "\n"))
+		}
+		if last := i == len(steps)-1; s.found == last {
+			t.Fatalf("after step %d the record is kept: %v; steps:\n%s", i+1, s.found, strings.Join(lines, "\n"))
+		}
+	}
+}

@@ -34,6 +34,21 @@ type Config struct {
 	// leaves, so the vendor cannot deduplicate, nothing records evidence, and no
 	// transport checks a retry.
 	Unkeyed bool
+	// Horizon is how far time runs. Optional: zero means the package's Horizon.
+	Horizon time.Duration
+	// Retention > 0 models the attempts' workflow: open, it can be reset at any
+	// time; it closes at any time, and stays resettable for Retention (the
+	// namespace's retention) after. A sweep that asks Temporal then learns whether it
+	// can still be reset. Every later attempt may be a reset run of it.
+	Retention time.Duration
+}
+
+// horizon is cfg.Horizon, or Horizon when it is zero, in seconds.
+func (cfg Config) horizon() int32 {
+	if cfg.Horizon > 0 {
+		return dsecs(cfg.Horizon)
+	}
+	return dsecs(Horizon)
 }
 
 // keepMargin is how long past its lease the contract says a claim's record is kept:
@@ -52,10 +67,11 @@ func Configs() []Config {
 	}
 	idem, destr, keyed, unkeyed := base, base, base, base
 	idem.Name, idem.Effect = "idempotent-write", "idempotent-write"
-	destr.Name, destr.Effect = "destructive", "destructive"
+	destr.Name, destr.Effect, destr.Retention = "destructive", "destructive", 15*time.Minute
 	keyed.Name, keyed.Effect, keyed.VendorWindow = "destructive-vendor-keyed", "destructive", 5*time.Minute
 	// Issue 18 item 12: configuration and wire disagree.
 	unkeyed.Name, unkeyed.Effect, unkeyed.VendorWindow, unkeyed.Unkeyed = "destructive-vendor-unkeyed", "destructive", 5*time.Minute, true
+	keyed.Retention, unkeyed.Retention = 15*time.Minute, 15*time.Minute
 	return []Config{idem, destr, keyed, unkeyed}
 }
 
@@ -77,6 +93,10 @@ const (
 	// have reached the vendor; only a person's resolve may free the key, or a
 	// re-send inside the vendor's window — never the gate's window running out.
 	UnknownForgotten = "destructive record with no known outcome forgotten"
+	// ResetForgotten: a finished destructive write's record was expired, swept or
+	// claimed afresh while its workflow could still be reset (open, or closed within
+	// the namespace's retention): the reset run would send it again.
+	ResetForgotten = "finished destructive record forgotten while its workflow can be reset"
 )
 
 type phase uint8
@@ -103,7 +123,10 @@ type State struct {
 	t     int32
 	found bool
 	rec   store.Record
-	att   [maxAttempts]attemptState
+	// The workflow (Config.Retention > 0): closed, and when (seconds from base).
+	closed   bool
+	closedAt int32
+	att      [maxAttempts]attemptState
 	// The vendor: when it first saw the key (-1: it does not remember it).
 	vendorFirst int32
 	// Ghosts of the checks, for the current epoch (since the key was last legitimately forgotten).
@@ -129,6 +152,11 @@ const (
 	EvSweep
 	EvResolveSent
 	EvResolveNotSent
+	// EvClose: the workflow closes (Config.Retention > 0).
+	EvClose
+	// EvSweepTemporal: a sweep that asks Temporal whether the record's workflow can
+	// still be reset (Config.Retention > 0).
+	EvSweepTemporal
 )
 
 // Event is one step: Attempt for the attempt's events, Skew (index) for a claim,
@@ -171,6 +199,9 @@ func newModel(cfg Config, r Rules, key string) *model {
 	m.slack = 2 * m.maxSk
 	return m
 }
+
+// skew is the gate's Options.ClockSkew in the model: the largest offset of a worker clock.
+func (m *model) skew() time.Duration { return time.Duration(m.maxSk) * time.Second }
 
 func (m *model) initial() State {
 	return State{vendorFirst: -1, created: -1}
@@ -245,8 +276,14 @@ func (m *model) events(s *State, horizon int32) []Event {
 	for _, to := range m.times(s, horizon) {
 		evs = append(evs, Event{Kind: EvTime, To: to})
 	}
+	if m.cfg.Retention > 0 && !s.closed {
+		evs = append(evs, Event{Kind: EvClose})
+	}
 	if s.found {
 		evs = append(evs, Event{Kind: EvSweep})
+		if m.cfg.Retention > 0 {
+			evs = append(evs, Event{Kind: EvSweepTemporal})
+		}
 		if st := s.rec.State; st == store.StateClaimed || st == store.StateUnknown {
 			if s.sentEpoch {
 				evs = append(evs, Event{Kind: EvResolveSent})
@@ -267,7 +304,7 @@ func (m *model) maySend(s *State, i int) bool {
 		return false
 	}
 	if a.retry && m.cfg.Effect == "destructive" && !m.cfg.Unkeyed {
-		return m.cfg.VendorWindow > 0 && m.rules.Resend(at(a.first), at(clock), m.cfg.VendorWindow)
+		return m.cfg.VendorWindow > 0 && m.rules.Resend(at(a.first), at(clock), m.cfg.VendorWindow, m.skew())
 	}
 	return true
 }
@@ -282,14 +319,14 @@ func (m *model) times(s *State, horizon int32) []int32 {
 		bs = append(bs, l, l+dsecs(keepMargin), secs(r.ExpiresAt))
 		if vw := m.cfg.VendorWindow; vw > 0 {
 			c := secs(r.CreatedAt)
-			bs = append(bs, c+dsecs(vw), c+dsecs(vw-m.rules.ResendMargin))
+			bs = append(bs, c+dsecs(vw), c+dsecs(vw-m.rules.ResendMargin(m.skew())))
 		}
 	}
 	for i := range m.cfg.Leases {
 		if a := s.att[i]; a.phase == running {
 			bs = append(bs, a.lease, a.lease+dsecs(m.cfg.Overrun))
 			if vw := m.cfg.VendorWindow; vw > 0 && a.retry {
-				bs = append(bs, a.first+dsecs(vw), a.first+dsecs(vw-m.rules.ResendMargin))
+				bs = append(bs, a.first+dsecs(vw), a.first+dsecs(vw-m.rules.ResendMargin(m.skew())))
 			}
 		}
 	}
@@ -303,6 +340,11 @@ func (m *model) times(s *State, horizon int32) []int32 {
 	}
 	if s.vendorFirst >= 0 {
 		if t := s.vendorFirst + dsecs(m.cfg.VendorWindow); t > s.t && t <= horizon {
+			out = append(out, t)
+		}
+	}
+	if s.closed {
+		if t := s.closedAt + dsecs(m.cfg.Retention); t > s.t && t <= horizon {
 			out = append(out, t)
 		}
 	}
@@ -386,7 +428,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		}
 		p.op(Op{Kind: OpBegin, Claim: c, Outcome: out}, &s)
 		if w, ok := m.rules.ResendWindow(s.rec, m.cfg.VendorWindow); out == store.OutcomeUnknown && m.cfg.VendorWindow > 0 &&
-			ok && m.rules.Resend(s.rec.CreatedAt, c.Now, w) {
+			ok && m.rules.Resend(s.rec.CreatedAt, c.Now, w, m.skew()) {
 			c.TakeOver = true
 			out, next, write = m.rules.Decide(s.rec, s.found, c)
 			if write {
@@ -406,6 +448,9 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 			if out == store.OutcomeClaimed && prev.found && unknownOutcome(prev.rec) {
 				p.violate(UnknownForgotten)
+			}
+			if out == store.OutcomeClaimed && prev.found && m.resetHeld(&prev) {
+				p.violate(ResetForgotten)
 			}
 			if out == store.OutcomeClaimed && s.t >= s.forgetAt-m.slack {
 				reset = true
@@ -490,19 +535,34 @@ func (m *model) step(s State, e Event, p *stepper) State {
 	case EvTime:
 		s.t = e.To
 		p.sayf("time passes to +%ds", e.To)
-	case EvSweep:
+	case EvClose:
+		s.closed, s.closedAt = true, s.t
+		p.sayf("the workflow closes")
+	case EvSweep, EvSweepTemporal:
 		now := at(s.t + m.maxSk)
-		if m.rules.Expired(s.rec, now) {
+		forget := m.rules.Expired(s.rec, now)
+		what := "Sweep"
+		if e.Kind == EvSweepTemporal {
+			resettable := m.resettable(&s)
+			forget = m.rules.Forgettable(s.rec, now, resettable)
+			what = fmt.Sprintf("Sweep asking Temporal (resettable: %v)", resettable)
+		}
+		if forget {
 			if m.live(&s) {
 				p.violate(LiveSwept)
 			}
 			if unknownOutcome(s.rec) {
 				p.violate(UnknownForgotten)
 			}
+			if m.resetHeld(&s) {
+				p.violate(ResetForgotten)
+			}
 			s.found, s.rec = false, store.Record{}
 		}
-		p.op(Op{Kind: OpSweep, Now: now}, &s)
-		p.sayf("Sweep (clock %+ds): record kept %v", m.maxSk, s.found)
+		if e.Kind == EvSweep {
+			p.op(Op{Kind: OpSweep, Now: now}, &s)
+		}
+		p.sayf("%s (clock %+ds): record kept %v", what, m.maxSk, s.found)
 	case EvResolveSent, EvResolveNotSent:
 		to, d := store.StateCompleted, store.DecisionResolved
 		if e.Kind == EvResolveNotSent {
@@ -583,6 +643,19 @@ func (m *model) check(prev, s *State, person, reset bool, p *stepper) {
 	if prev.found && s.found && !person && !reset && m.rules.MayHaveSent(prev.rec) && !m.rules.MayHaveSent(s.rec) {
 		p.violate(MarkCleared)
 	}
+}
+
+// resettable reports whether the workflow can still be reset: open, or closed
+// within the retention (by Temporal's clock: true time).
+func (m *model) resettable(s *State) bool {
+	return m.cfg.Retention > 0 && (!s.closed || s.t < s.closedAt+dsecs(m.cfg.Retention))
+}
+
+// resetHeld: s's record is a finished destructive write of the workflow, and the
+// workflow can still be reset — a reset run would send the key again were the
+// record forgotten.
+func (m *model) resetHeld(s *State) bool {
+	return s.found && s.rec.Effect == "destructive" && s.rec.State == store.StateCompleted && m.resettable(s)
 }
 
 // unknownOutcome: r is a destructive write's record whose outcome nobody knows —

@@ -17,7 +17,9 @@ func oldRules() Rules {
 		ApplyResolve: oldApplyResolve,
 		Blocking:     oldBlocking,
 		Expired:      func(r store.Record, now time.Time) bool { return !now.Before(r.ExpiresAt) },
-		Resend:       func(first, now time.Time, w time.Duration) bool { return now.Before(first.Add(w)) },
+		Forgettable:  func(r store.Record, now time.Time, _ bool) bool { return !now.Before(r.ExpiresAt) },
+		Resend:       func(first, now time.Time, w, _ time.Duration) bool { return now.Before(first.Add(w)) },
+		ResendMargin: func(time.Duration) time.Duration { return 0 },
 		MayHaveSent:  func(store.Record) bool { return false },
 		ApplySent:    noEvidence,
 		ResendWindow: trustTheWindow,
@@ -114,6 +116,7 @@ func rulesBeforeUnknownKept() Rules {
 		return !now.Before(rec.ExpiresAt)
 	}
 	r.Expired = expired
+	r.Forgettable = func(rec store.Record, now time.Time, _ bool) bool { return expired(rec, now) }
 	r.Decide = func(existing store.Record, found bool, c store.Claim) (store.Outcome, store.Record, bool) {
 		if found && expired(existing, c.Now) {
 			return store.Decide(store.Record{}, false, c) // what Decide did over an expired record
@@ -126,9 +129,11 @@ func rulesBeforeUnknownKept() Rules {
 
 // rulesBeforeCompletionKept are the current rules but for a completion as it was
 // before session 16: the record was kept for the window from its completion only,
-// even when the completing attempt's lease ran longer.
+// even when the completing attempt's lease ran longer (and, as then, a finished
+// destructive record expired: rulesBeforeResetHeld).
 func rulesBeforeCompletionKept() Rules {
-	r := Current()
+	r := rulesBeforeResetHeld() // before issue 18 too: a finished destructive record expired
+
 	early := func(apply func(store.Record, store.State, store.Transition) (store.Record, error)) func(store.Record, store.State, store.Transition) (store.Record, error) {
 		return func(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
 			next, err := apply(existing, to, t)
@@ -156,5 +161,31 @@ func trustTheWindow(_ store.Record, w time.Duration) (time.Duration, bool) { ret
 func rulesBeforeEvidence() Rules {
 	r := Current()
 	r.ApplySent, r.ResendWindow = noEvidence, trustTheWindow
+	return r
+}
+
+// rulesBeforeResetHeld are the current rules but for store.Expired as it was before
+// issue 18 (item 14): a finished destructive write expired at ExpiresAt like any
+// finished record, while its workflow could still be reset.
+func rulesBeforeResetHeld() Rules {
+	r := Current()
+	expired := func(rec store.Record, now time.Time) bool {
+		if rec.State == store.StateClaimed && now.Before(rec.Lease.Add(store.LeaseMargin)) {
+			return false
+		}
+		if store.UnknownOutcome(rec) {
+			return false
+		}
+		return !now.Before(rec.ExpiresAt)
+	}
+	r.Expired = expired
+	r.Forgettable = func(rec store.Record, now time.Time, _ bool) bool { return expired(rec, now) }
+	r.Decide = func(existing store.Record, found bool, c store.Claim) (store.Outcome, store.Record, bool) {
+		if found && expired(existing, c.Now) {
+			return store.Decide(store.Record{}, false, c)
+		}
+		return store.Decide(existing, found, c)
+	}
+	r.Blocking = func(rec store.Record, now time.Time) bool { return store.Resolvable(rec, now) && !expired(rec, now) }
 	return r
 }

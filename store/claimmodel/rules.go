@@ -16,13 +16,17 @@ type Rules struct {
 	Blocking     func(r store.Record, now time.Time) bool
 	// Expired: Begin treats r as absent and Sweep removes it.
 	Expired func(r store.Record, now time.Time) bool
+	// Forgettable: a sweep that asked Temporal whether r's workflow can still be
+	// reset (resettable) removes r.
+	Forgettable func(r store.Record, now time.Time, resettable bool) bool
 	// Resend is the vendor-window rule of the gate (Options.VendorWindows) and of
 	// idemhttp: may a destructive write whose key was first claimed at first be
-	// re-sent at now to a vendor that remembers keys for window?
-	Resend func(first, now time.Time, window time.Duration) bool
-	// ResendMargin is how long before first+window Resend turns false (for the
-	// model's choice of time points).
-	ResendMargin time.Duration
+	// re-sent at now to a vendor that remembers keys for window, when clocks differ
+	// by at most skew (Options.ClockSkew: the model passes its largest skew)?
+	Resend func(first, now time.Time, window, skew time.Duration) bool
+	// ResendMargin is how long before first+window Resend turns false under skew
+	// (for the model's choice of time points).
+	ResendMargin func(skew time.Duration) time.Duration
 	// MayHaveSent reads the record's "an earlier attempt may have sent" mark (false
 	// for rules without one).
 	MayHaveSent func(r store.Record) bool
@@ -43,8 +47,9 @@ func Current() Rules {
 		ApplyResolve: store.ApplyResolve,
 		Blocking:     store.Blocking,
 		Expired:      store.Expired,
+		Forgettable:  store.Forgettable,
 		Resend:       attempt.InVendorWindow,
-		ResendMargin: 2 * attempt.ClockSkew,
+		ResendMargin: func(skew time.Duration) time.Duration { return 2 * skew },
 		MayHaveSent:  func(r store.Record) bool { return r.MayHaveSent },
 		ApplySent:    store.ApplySent,
 		ResendWindow: store.ResendWindow,

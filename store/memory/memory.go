@@ -216,6 +216,47 @@ func (s *Store) Sweep(_ context.Context, now time.Time, limit int) (int, error) 
 	return n, nil
 }
 
+// Held lists the finished destructive writes kept past their window while their
+// workflow can be reset (store.HeldSweeper).
+func (s *Store) Held(_ context.Context, now time.Time, limit int) ([]store.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var out []store.Record
+	for _, r := range s.records {
+		if store.ResetHeld(r) && !now.Before(r.ExpiresAt) {
+			out = append(out, clone(r))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Record) int {
+		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Forget removes a held record Temporal says can no longer be reset (store.HeldSweeper).
+func (s *Store) Forget(_ context.Context, r store.Record, now time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return false, s.fail
+	}
+	cur, ok := s.records[r.Key]
+	if !ok || cur.Owner != r.Owner || !store.ResetHeld(cur) || !store.Forgettable(cur, now, false) {
+		return false, nil
+	}
+	delete(s.records, r.Key)
+	return true, nil
+}
+
 // Pending lists the blocking records, oldest first.
 func (s *Store) Pending(_ context.Context, now time.Time, limit int) ([]store.Record, error) {
 	s.mu.Lock()

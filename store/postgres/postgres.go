@@ -185,7 +185,8 @@ const resolveWhere = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (s
 
 // notExpired is store.Expired negated, in SQL, at $1 with the margin $2.
 const notExpired = `(expires_at > $1 OR (state = 'claimed' AND $1 < lease + $2::interval)
-	OR (effect = 'destructive' AND state IN ('claimed', 'unknown')))`
+	OR (effect = 'destructive' AND state IN ('claimed', 'unknown'))
+	OR (effect = 'destructive' AND state = 'completed' AND workflow_id <> ''))`
 
 // Identity names the store: created once in the database (schema version 8).
 func (s *Store) Identity() string { return s.identity }
@@ -445,6 +446,48 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 		}
 		return tag.RowsAffected(), nil
 	})
+}
+
+// resetHeld is store.ResetHeld in SQL.
+const resetHeld = `(effect = 'destructive' AND state = 'completed' AND workflow_id <> '')`
+
+// Held lists the finished destructive writes kept past their window while their
+// workflow can be reset (store.HeldSweeper).
+func (s *Store) Held(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
+	q := `SELECT ` + recordColumns + ` FROM idemgate_records WHERE ` + resetHeld + ` AND expires_at <= $1
+		ORDER BY expires_at, key`
+	args := []any{micro(now)}
+	if limit > 0 {
+		q += " LIMIT $2"
+		args = append(args, limit)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.fail("list held records in", err)
+	}
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		r, err := scanRecord(rows, nil)
+		if err != nil {
+			return nil, s.fail("list held records in", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list held records in", err)
+	}
+	return out, nil
+}
+
+// Forget removes a held record Temporal says can no longer be reset (store.HeldSweeper).
+func (s *Store) Forget(ctx context.Context, r store.Record, now time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM idemgate_records WHERE key = $1 AND owner = $2 AND `+resetHeld+`
+		AND expires_at <= $3`, r.Key, r.Owner, micro(now))
+	if err != nil {
+		return false, s.fail("forget a held record in", err)
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // The prune's statements (Store.Prune).

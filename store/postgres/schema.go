@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
@@ -325,10 +325,16 @@ var migrations = []string{
 // outcomes are refused rather than re-sent), cleared by a fresh claim and by a
 // takeover (idemgate_begin of version 7 with both updates extended, replaced in
 // place); and the store's identity (Store.Identity) in idemgate_meta, created once.
+//
+// 9: a finished destructive write of a workflow is kept past its window for a claim
+// of its own workflow ID, which a reset of that workflow makes (store.ResetHeld,
+// store.PastWindowForOther): idemgate_begin of version 8 with its expiry test
+// extended, replaced in place.
 func init() {
 	migrations = append(migrations, beginV6())
 	migrations = append(migrations, beginV7())
 	migrations = append(migrations, beginV8())
+	migrations = append(migrations, beginV9())
 }
 
 // beginV6 is migration 6, built from migration 4's idemgate_begin.
@@ -361,6 +367,24 @@ const (
 	expiredV7 = `expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin)
 				AND NOT (r.effect = 'destructive' AND r.state IN ('claimed', 'unknown'));`
 )
+
+// expiredResetHeld is expiredV7 and store.PastWindowForOther's converse: a
+// completed destructive record of a workflow is not expired for a claim of the same
+// workflow ID.
+const expiredResetHeld = `expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin)
+				AND NOT (r.effect = 'destructive' AND r.state IN ('claimed', 'unknown'))
+				AND NOT (r.effect = 'destructive' AND r.state = 'completed' AND r.workflow_id <> ''
+					AND r.workflow_id = p_workflow_id);`
+
+// beginV9 is migration 9, built from migration 8's idemgate_begin.
+func beginV9() string {
+	v8 := migrations[7]
+	i := strings.Index(v8, "CREATE OR REPLACE FUNCTION idemgate_begin(")
+	if i < 0 || strings.Count(v8[i:], expiredV7) != 1 || len(migrations) != 8 {
+		panic("idemgate/store/postgres: migration 8 changed shape; migration 9 is built from it")
+	}
+	return strings.Replace(v8[i:], expiredV7, expiredResetHeld, 1)
+}
 
 func beginV7() string {
 	v6 := migrations[5]

@@ -246,7 +246,8 @@ const (
 // notExpired is store.Expired negated, in SQL; its first parameter is now and its
 // second now-LeaseMargin.
 const notExpired = `(expires_at > ? OR (state = 'claimed' AND lease > ?)
-	OR (effect = 'destructive' AND state IN ('claimed', 'unknown')))`
+	OR (effect = 'destructive' AND state IN ('claimed', 'unknown'))
+	OR (effect = 'destructive' AND state = 'completed' AND workflow_id <> ''))`
 
 // selectPending is store.Blocking in SQL: store.Resolvable (unknown, or claimed
 // with lease+LeaseMargin at or before now: lease <= now-LeaseMargin) and not
@@ -254,6 +255,17 @@ const notExpired = `(expires_at > ? OR (state = 'claimed' AND lease > ?)
 const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
 	WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease <= ?) AND ` + notExpired + `
 	ORDER BY created_at, key`
+
+// resetHeld is store.ResetHeld in SQL.
+const resetHeld = `(effect = 'destructive' AND state = 'completed' AND workflow_id <> '')`
+
+// selectHeld lists store.ResetHeld records past their window. Parameter: now.
+const selectHeld = `SELECT ` + recordColumns + ` FROM idemgate_records
+	WHERE ` + resetHeld + ` AND expires_at <= ? ORDER BY expires_at, key`
+
+// forgetHeld deletes a store.ResetHeld record past its window if it is still the
+// listed one. Parameters: key, owner, now.
+const forgetHeld = `DELETE FROM idemgate_records WHERE key = ? AND owner = ? AND ` + resetHeld + ` AND expires_at <= ?`
 
 // sweepRecords deletes at most a batch of store.Expired records. Parameters: now,
 // now, now-LeaseMargin, batch.

@@ -409,6 +409,47 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 	})
 }
 
+// Held lists the finished destructive writes kept past their window while their
+// workflow can be reset (store.HeldSweeper).
+func (s *Store) Held(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
+	q, args := selectHeld, []any{now.UnixMicro()}
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, s.fail("list held records in", err)
+	}
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		r, _, err := scanRecord(rows)
+		if err != nil {
+			return nil, s.fail("list held records in", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list held records in", err)
+	}
+	return out, nil
+}
+
+// Forget removes a held record Temporal says can no longer be reset (store.HeldSweeper).
+func (s *Store) Forget(ctx context.Context, r store.Record, now time.Time) (bool, error) {
+	var n int64
+	err := s.write(ctx, "forget", false, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, forgetHeld, r.Key, r.Owner, now.UnixMicro())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n > 0, err
+}
+
 // Prune removes old receipts (store.Pruner) in transactions of at most p.Batch
 // rows, each walking the primary key on from where the one before stopped; the
 // prune's receipt goes into the first one's commit.

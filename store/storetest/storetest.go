@@ -70,6 +70,7 @@ var storeTests = []struct {
 	{"ModelSequences", testModelSequences},
 	{"LiveClaimOutlivesItsWindow", testLiveClaimOutlivesWindow},
 	{"UnknownDestructiveOutlivesItsWindow", testUnknownOutlivesWindow},
+	{"FinishedDestructiveKeptWhileResettable", testResetHeld},
 	{"CompletionKeptWhileItsLeaseRuns", testCompletionKeptForLease},
 	{"TakeoverKeepsTheRecordPastItsLease", testTakeoverKeepsRecord},
 	{"MayHaveSentIsMonotone", testMayHaveSentMonotone},
@@ -394,9 +395,105 @@ func testWindow(t *testing.T, s store.Gate, k *keys) {
 		t.Fatalf("ExpiresAt = %v, want completion+window %v", r.ExpiresAt, done.Add(window))
 	}
 	begin(t, s, claim(key, "b", "h1", done.Add(window-time.Second)), store.OutcomeCompleted)
-	rec := begin(t, s, claim(key, "c", "h2", done.Add(window)), store.OutcomeClaimed)
-	if rec.Owner != "c" || rec.Claims != 1 || rec.ArgsHash != "h2" {
+	// Past the window, the key's claim from another workflow (a business key used
+	// again) is a new write. (Its own workflow's is a reset: testResetHeld.)
+	other := claim(key, "c", "h2", done.Add(window))
+	other.WorkflowID = "wf-2"
+	rec := begin(t, s, other, store.OutcomeClaimed)
+	if rec.Owner != "c" || rec.Claims != 1 || rec.ArgsHash != "h2" || rec.WorkflowID != "wf-2" {
 		t.Fatalf("past the window = owner %q claims %d hash %q, want a new write", rec.Owner, rec.Claims, rec.ArgsHash)
+	}
+}
+
+// A finished destructive write of a workflow is kept past its window while the
+// workflow can still be reset (store.ResetHeld): a claim of its own workflow ID —
+// the reset run — gets the stored result (or a conflict), Sweep keeps it, and only
+// a sweep with Temporal's word forgets it (store.Forgettable). A standalone
+// activity's (no workflow ID) and an idempotent write's expire with the window.
+func testResetHeld(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	held, standalone, idem := k.key("reset-held"), k.key("standalone-past-window"), k.key("idem-past-window")
+	complete := func(c store.Claim) {
+		t.Helper()
+		begin(t, s, c, store.OutcomeClaimed)
+		if err := s.Complete(ctx, tr(c.Key, c.Owner, t0.Add(time.Second), store.DecisionRan)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete(claim(held, "a", "h1", t0))
+	sc := claim(standalone, "a", "h1", t0)
+	sc.WorkflowID, sc.RunID = "", ""
+	complete(sc)
+	ic := claim(idem, "a", "h1", t0)
+	ic.Activity, ic.Effect = "UpsertContact", "idempotent-write"
+	complete(ic)
+
+	later := t0.Add(2 * window) // a reset two days later
+	if _, err := s.Sweep(ctx, later, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := get(t, s, held)
+	if r.State != store.StateCompleted || r.Owner != "a" {
+		t.Fatalf("finished destructive write after its window and a Sweep: state %q owner %q; want kept", r.State, r.Owner)
+	}
+	for _, key := range []string{standalone, idem} {
+		if _, err := s.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s past its window and a Sweep: err %v; want it forgotten", key, err)
+		}
+	}
+	if store.Forgettable(r, later, true) || !store.Forgettable(r, later, false) {
+		t.Fatalf("Forgettable(resettable true, false) = %v, %v; want false, true", store.Forgettable(r, later, true), store.Forgettable(r, later, false))
+	}
+	// The reset run (same workflow ID, a new run ID) gets the stored result.
+	reset := claim(held, "b", "h1", later)
+	reset.RunID = "run-2"
+	if rec := begin(t, s, reset, store.OutcomeCompleted); rec.Owner != "a" {
+		t.Fatalf("reset run past the window: owner %q; want the stored result of a", rec.Owner)
+	}
+	begin(t, s, claim(held, "c", "h2", later), store.OutcomeConflict)
+	if rs, err := s.Pending(ctx, later, 0); err != nil || len(ours(k, rs)) != 0 {
+		t.Fatalf("Pending = %v %v; a finished write blocks nothing", ours(k, rs), err)
+	}
+	// Another workflow's claim of the key (a business key) past the window: a new write.
+	other := claim(held, "d", "h1", later)
+	other.WorkflowID = "wf-2"
+	if rec := begin(t, s, other, store.OutcomeClaimed); rec.Owner != "d" || rec.Claims != 1 {
+		t.Fatalf("another workflow past the window: owner %q claims %d; want a new write", rec.Owner, rec.Claims)
+	}
+	// A sweep that heard from Temporal forgets a held record (store.HeldSweeper).
+	hs, ok := s.(store.HeldSweeper)
+	if !ok {
+		return
+	}
+	forgotten := k.key("reset-held-forgotten")
+	complete(claim(forgotten, "a", "h1", t0))
+	if rs, err := hs.Held(ctx, t0.Add(time.Hour), 0); err != nil || len(ours(k, rs)) != 0 {
+		t.Fatalf("Held inside the window = %v %v; want none", ours(k, rs), err)
+	}
+	rs, err := hs.Held(ctx, later, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ours(k, rs); len(got) != 1 || got[0] != "reset-held-forgotten" {
+		t.Fatalf("Held past the window = %v; want only %s (the others were re-claimed or forgotten)", got, forgotten)
+	}
+	stale := rs[slices.IndexFunc(rs, func(r store.Record) bool { return r.Key == forgotten })]
+	if ok, err := hs.Forget(ctx, stale, t0.Add(time.Hour)); err != nil || ok {
+		t.Fatalf("Forget inside the window = %v %v; want kept", ok, err)
+	}
+	wrong := stale
+	wrong.Owner = "someone-else"
+	if ok, err := hs.Forget(ctx, wrong, later); err != nil || ok {
+		t.Fatalf("Forget of another owner's record = %v %v; want kept", ok, err)
+	}
+	if ok, err := hs.Forget(ctx, stale, later); err != nil || !ok {
+		t.Fatalf("Forget = %v %v; want removed", ok, err)
+	}
+	if _, err := s.Get(ctx, forgotten); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("forgotten record: err %v; want ErrNotFound", err)
+	}
+	if rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: forgotten}); err != nil || len(rs) != 2 {
+		t.Fatalf("receipts of a forgotten key = %d (%v), want its claim's and completion's", len(rs), err)
 	}
 }
 
@@ -406,6 +503,9 @@ func testSweep(t *testing.T, s store.Store, k *keys) {
 		key := k.key(fmt.Sprintf("old-%d", i))
 		c := claim(key, "a", "h1", t0)
 		c.Window = time.Hour
+		// Idempotent: a finished destructive write is kept while its workflow can
+		// be reset (testResetHeld).
+		c.Activity, c.Effect = "UpsertContact", "idempotent-write"
 		begin(t, s, c, store.OutcomeClaimed)
 		done := tr(key, "a", t0.Add(time.Second), store.DecisionRan)
 		done.Window = time.Hour
@@ -1096,7 +1196,11 @@ func testCompletionKeptForLease(t *testing.T, s store.Store, k *keys) {
 	if rec := begin(t, s, claim(key, "b", "h1", retry), store.OutcomeCompleted); string(rec.Result) != "ch_1" {
 		t.Fatalf("the retry after the lease got %q; want the stored result", rec.Result)
 	}
-	begin(t, s, claim(key, "c", "h1", keep), store.OutcomeClaimed) // past both: a new write
+	// Past both, another workflow's claim is a new write (its own workflow's is a
+	// reset, answered from the record: testResetHeld).
+	other := claim(key, "c", "h1", keep)
+	other.WorkflowID = "wf-2"
+	begin(t, s, other, store.OutcomeClaimed)
 }
 
 // A takeover keeps the record while the new owner may run, for its window from the
