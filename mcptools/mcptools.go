@@ -1,9 +1,10 @@
 // Package mcptools makes every tool of an MCP server a gated Temporal activity: it
 // lists a client session's tools, registers one activity per tool under
 // "mcp.SERVER.TOOL", hands the tools' annotations to the interceptor as untrusted
-// Hints (they may tighten the class the name reads as, never lower it), sends the
-// idempotency key in the request's _meta under MetaKey, and reports to the gate
-// whether a failed call may have acted. Dedup is the server side: middleware for MCP
+// Hints (they may tighten the class the name reads as and never lower a verb-list
+// match; a name flagged for review they may lower only down to the most severe verb
+// it contains), sends the idempotency key in the request's _meta under MetaKey, and
+// reports to the gate whether a failed call may have acted. Dedup is the server side: middleware for MCP
 // servers built with the same SDK that answers a repeated key from its store.
 //
 // # What counts as not performed
@@ -94,6 +95,9 @@ type Bridge struct {
 	session *mcp.ClientSession
 	opts    Options
 	tools   map[string]*tool // by activity name
+	// endpoint is the URL Dial was given (it may carry credentials): call errors
+	// that quote it are scrubbed.
+	endpoint string
 }
 
 type tool struct {
@@ -210,14 +214,18 @@ func Transport(target string) (mcp.Transport, error) {
 // scrub hides the credentials an HTTP transport's URL may carry (user info,
 // ?access_token=…) in err's text: errors from net/url and net/http quote the URL.
 func scrub(err error, transport mcp.Transport) error {
-	var endpoint string
+	return secrets.ScrubError(err, endpointOf(transport))
+}
+
+// endpointOf is the URL of an HTTP transport ("" for others).
+func endpointOf(transport mcp.Transport) string {
 	switch t := transport.(type) {
 	case *mcp.StreamableClientTransport:
-		endpoint = t.Endpoint
+		return t.Endpoint
 	case *mcp.SSEClientTransport:
-		endpoint = t.Endpoint
+		return t.Endpoint
 	}
-	return secrets.ScrubError(err, endpoint)
+	return ""
 }
 
 // Dial connects to an MCP server over transport (mcp.StreamableClientTransport,
@@ -249,6 +257,7 @@ func Dial(ctx context.Context, server string, transport mcp.Transport, opts Opti
 		cs.Close()
 		return nil, scrub(err, transport)
 	}
+	nb.endpoint = endpointOf(transport)
 	mu.Lock()
 	b = nb
 	mu.Unlock()
@@ -563,23 +572,26 @@ func (b *Bridge) sending(ctx context.Context) {
 
 // callFailed says what a failed tools/call means for the gate.
 func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
+	// Errors of the HTTP transport quote the endpoint, which may carry credentials.
+	err = secrets.ScrubError(err, b.endpoint)
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && !localWireError(werr) {
+		msg := secrets.Scrub(werr.Message, b.endpoint)
 		switch werr.Code {
 		case CodeInFlight:
-			observe(ctx, attempt.Observation{Outcome: attempt.InFlight, Detail: werr.Message})
+			observe(ctx, attempt.Observation{Outcome: attempt.InFlight, Detail: msg})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server is still running the "+
-				"call with this key: %s", t.activity, werr.Message), "McpInFlight")
+				"call with this key: %s", t.activity, msg), "McpInFlight")
 		case CodeConflict:
-			observe(ctx, attempt.Observation{Outcome: attempt.Conflict, Detail: werr.Message})
+			observe(ctx, attempt.Observation{Outcome: attempt.Conflict, Detail: msg})
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server holds this "+
-				"key for other arguments: %s", t.activity, werr.Message), "McpConflict", nil)
+				"key for other arguments: %s", t.activity, msg), "McpConflict", nil)
 		case CodeOutcomeUnknown:
-			observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: werr.Message})
+			observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: msg})
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server did not run "+
 				"the call again: an earlier call with this key failed after the tool may have acted: %s. Next step: find "+
 				"out from the server's owner whether the tool acted, then settle the key (`idemgate resolve`)",
-				t.activity, werr.Message), "McpOutcomeUnknown", nil)
+				t.activity, msg), "McpOutcomeUnknown", nil)
 		}
 		if werr.Code == codeRejectedByTransport && strings.HasSuffix(err.Error(), ": "+http.StatusText(http.StatusTooManyRequests)) {
 			// The go-sdk's streamable client wraps an HTTP 429 (and 5xx, which stay
@@ -591,13 +603,13 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 		}
 		if notRun(werr) {
 			// The server refused the call before any tool handler ran.
-			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: werr.Message})
+			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: msg})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server refused the call before "+
-				"running the tool: %s", t.activity, werr.Message), "McpRefused")
+				"running the tool: %s", t.activity, msg), "McpRefused")
 		}
 		// Any other protocol error may come after the handler ran (a handler's own
 		// error, an output that failed its schema, a server-defined code): unknown.
-		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: fmt.Sprintf("protocol error %d: %s", werr.Code, werr.Message)})
+		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: fmt.Sprintf("protocol error %d: %s", werr.Code, msg)})
 		return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s answered with error %d: %v "+
 			"(the tool may have acted before it failed: the outcome is unknown)", t.activity, b.server, werr.Code, err),
 			"McpToolError")

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -394,4 +397,45 @@ func TestBridgeResendRestsOnEvidence(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Item 21's family: a call whose server went away after Dial fails with net/http's
+// error, which quotes the endpoint; a secret in its query must not reach the
+// activity's error (and so Temporal's history and the worker's log).
+func TestCallErrorHidesCredentials(t *testing.T) {
+	const pw = "Zq7-CALL-PW"
+	s := newTestServer(t, nil, toolSpec{name: "get_contact"})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil)
+	var dead atomic.Bool
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dead.Load() && r.Method == http.MethodPost {
+			// The server dies under the call: the connection drops without an answer.
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	tr := &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp?access_token=" + pw, MaxRetries: -1}
+	b, err := mcptools.Dial(context.Background(), "crm", tr, mcptools.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Session().Close()
+	dead.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = b.Call(ctx, "mcp.crm.get_contact", map[string]any{"id": "c1"})
+	if err == nil {
+		t.Fatal("a call whose connection dropped succeeded")
+	}
+	if !strings.Contains(err.Error(), "outcome is unknown") {
+		t.Errorf("a dropped call must be an unknown outcome: %v", err)
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Errorf("the call's error prints the endpoint's secret: %v", err)
+	}
 }
