@@ -4,8 +4,9 @@
 // Hints (they may tighten the class the name reads as and never lower a verb-list
 // match; a name flagged for review they may lower only down to the most severe verb
 // it contains), sends the idempotency key in the request's _meta under MetaKey, and
-// reports to the gate whether a failed call may have acted. Dedup is the server side: middleware for MCP
-// servers built with the same SDK that answers a repeated key from its store.
+// reports to the gate whether a failed call may have acted. Dedup is the server
+// side: middleware for MCP servers built with the same SDK that answers a repeated
+// key from its store.
 //
 // # What counts as not performed
 //
