@@ -32,11 +32,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -94,6 +97,9 @@ type Bridge struct {
 	session *mcp.ClientSession
 	opts    Options
 	tools   map[string]*tool // by activity name
+	// endpoint is the HTTP transport's URL (Dial), whose credentials errors must not
+	// repeat; "" for other transports.
+	endpoint string
 }
 
 type tool struct {
@@ -210,14 +216,18 @@ func Transport(target string) (mcp.Transport, error) {
 // scrub hides the credentials an HTTP transport's URL may carry (user info,
 // ?access_token=…) in err's text: errors from net/url and net/http quote the URL.
 func scrub(err error, transport mcp.Transport) error {
-	var endpoint string
+	return secrets.ScrubError(err, endpointOf(transport))
+}
+
+// endpointOf is the URL of an HTTP transport, "" for others.
+func endpointOf(transport mcp.Transport) string {
 	switch t := transport.(type) {
 	case *mcp.StreamableClientTransport:
-		endpoint = t.Endpoint
+		return t.Endpoint
 	case *mcp.SSEClientTransport:
-		endpoint = t.Endpoint
+		return t.Endpoint
 	}
-	return secrets.ScrubError(err, endpoint)
+	return ""
 }
 
 // Dial connects to an MCP server over transport (mcp.StreamableClientTransport,
@@ -249,6 +259,7 @@ func Dial(ctx context.Context, server string, transport mcp.Transport, opts Opti
 		cs.Close()
 		return nil, scrub(err, transport)
 	}
+	nb.endpoint = endpointOf(transport)
 	mu.Lock()
 	b = nb
 	mu.Unlock()
@@ -515,9 +526,13 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 		p.Meta = mcp.Meta{MetaKey: key}
 		b.sending(ctx)
 	}
-	res, err := b.session.CallTool(ctx, p)
+	// Whether an HTTP request of this call got a connection: a refused dial proves
+	// nothing left only if none did (another try may have written it).
+	var gotConn atomic.Bool
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) }})
+	res, err := b.session.CallTool(traced, p)
 	if err != nil {
-		return nil, b.callFailed(ctx, t, err)
+		return nil, b.callFailed(ctx, t, err, !gotConn.Load())
 	}
 	out := &Result{}
 	if v, _ := res.Meta[MetaReplayed].(bool); v {
@@ -561,8 +576,11 @@ func (b *Bridge) sending(ctx context.Context) {
 	}
 }
 
-// callFailed says what a failed tools/call means for the gate.
-func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
+// callFailed says what a failed tools/call means for the gate; noConn says no HTTP
+// request of the call got a connection. Its error and observations never repeat the
+// credentials of the server's URL (the go-sdk's errors quote it).
+func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, noConn bool) error {
+	err := secrets.ScrubError(cause, b.endpoint) // unwraps to cause: errors.As still reads it
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && !localWireError(werr) {
 		switch werr.Code {
@@ -581,7 +599,14 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 				"out from the server's owner whether the tool acted, then settle the key (`idemgate resolve`)",
 				t.activity, werr.Message), "McpOutcomeUnknown", nil)
 		}
-		if werr.Code == codeRejectedByTransport && strings.HasSuffix(err.Error(), ": "+http.StatusText(http.StatusTooManyRequests)) {
+		if werr.Code == codeRejectedByTransport && noConn && dialFailed(err) {
+			// The go-sdk's streamable client could not connect (refused, no such host)
+			// and no try got a connection: the request never left this process.
+			observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "not sent: " + err.Error()})
+			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s could not be reached: "+
+				"%v. Nothing was sent", t.activity, b.server, err), "McpNotSent", interceptor.NotCommitted(err))
+		}
+		if werr.Code == codeRejectedByTransport && strings.HasSuffix(cause.Error(), ": "+http.StatusText(http.StatusTooManyRequests)) {
 			// The go-sdk's streamable client wraps an HTTP 429 (and 5xx, which stay
 			// unknown) this way: a rate limit answered before the server took the call,
 			// a 4xx as idemhttp reads one.
@@ -635,6 +660,13 @@ func notRun(werr *jsonrpc.Error) bool {
 			strings.HasPrefix(m, "invalid _meta field ") || strings.HasPrefix(m, "missing or invalid _meta field ")
 	}
 	return false
+}
+
+// dialFailed reports whether err holds a failed dial or host lookup.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
 }
 
 // codeRejectedByTransport is the go-sdk client's code for a request its transport
