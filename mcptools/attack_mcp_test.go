@@ -2,6 +2,8 @@ package mcptools_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,10 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 
+	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/mcptools"
+	"github.com/idemgate/idemgate/store/memory"
 )
 
 // refusedPosts sends, once on, every POST to a closed loopback port (the dial is
@@ -86,5 +94,45 @@ func TestRefusedDialIsNotSent(t *testing.T) {
 	}
 	if _, n := s.seen(); n["send_payment"] != 0 {
 		t.Errorf("the tool ran %d times with its dial refused", n["send_payment"])
+	}
+}
+
+// TestDedupCodesFromAServerWithoutDedup: CodeConflict and CodeInFlight are Dedup's
+// answers, but -32041 and -32040 are implementation-defined codes any server may use
+// for its own errors. A bridge whose server does not run Dedup (no DedupWindow)
+// read a handler's -32041 after it acted as "key used with other arguments", a
+// definite outcome: the gate released the key and the same write (the same business
+// key, a workflow that tries again) was sent a second time.
+func TestDedupCodesFromAServerWithoutDedup(t *testing.T) {
+	for _, code := range []int64{mcptools.CodeConflict, mcptools.CodeInFlight} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			s := newTestServer(t, nil, toolSpec{name: "send_payment",
+				handle: failAfterActing(&jsonrpc.Error{Code: code, Message: "ledger replica lagging"})})
+			b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Session().Close()
+			o := interceptor.Options{Store: memory.New()}
+			b.Apply(&o)
+			gate, err := interceptor.New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				env := patient.Env(quietSuite().NewTestWorkflowEnvironment())
+				env.SetWorkerOptions(patient.WorkerOptions(gate))
+				env.RegisterWorkflowWithOptions(keyedCall, workflow.RegisterOptions{Name: "keyed"})
+				b.Register(env)
+				env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: fmt.Sprint("run-", i), TaskQueue: "q"})
+				env.ExecuteWorkflow("keyed", "mcp.pay.send_payment", "order-4217/payment", json.RawMessage(`{"amount":5}`))
+				if env.GetWorkflowError() == nil {
+					t.Fatalf("run %d succeeded", i)
+				}
+			}
+			if _, n := s.seen(); n["send_payment"] != 1 {
+				t.Errorf("the tool acted %d times under one key; want 1 (its error came after it acted)", n["send_payment"])
+			}
+		})
 	}
 }

@@ -85,6 +85,9 @@ type Options struct {
 	// DedupWindow, when > 0, says the server deduplicates on MetaKey (Dedup) for this
 	// long: Apply then lets the gate re-send a destructive call whose outcome is
 	// unknown, with the same key, inside the window (interceptor.Options.VendorWindows).
+	// Only then are Dedup's error codes (CodeInFlight, CodeConflict,
+	// CodeOutcomeUnknown) read as Dedup's answers; from another server they are its
+	// own errors, which may come after the tool acted: unknown outcomes.
 	DedupWindow time.Duration
 	// Logger receives the notice that the server's tool list changed. Optional:
 	// nil means slog.Default().
@@ -583,7 +586,14 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, noConn bo
 	err := secrets.ScrubError(cause, b.endpoint) // unwraps to cause: errors.As still reads it
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && !localWireError(werr) {
-		switch werr.Code {
+		// Dedup's codes are implementation-defined server errors that any server may
+		// use for its own (a handler's error after it acted): they are read as Dedup's
+		// answers only from a server the bridge was told runs Dedup (DedupWindow).
+		code := werr.Code
+		if b.opts.DedupWindow <= 0 && (code == CodeInFlight || code == CodeConflict || code == CodeOutcomeUnknown) {
+			code = 0
+		}
+		switch code {
 		case CodeInFlight:
 			observe(ctx, attempt.Observation{Outcome: attempt.InFlight, Detail: werr.Message})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server is still running the "+
