@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	mgo "github.com/mark3labs/mcp-go/mcp"
+	mgoserver "github.com/mark3labs/mcp-go/server"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
@@ -135,4 +137,73 @@ func TestDedupCodesFromAServerWithoutDedup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServerInputValidationIsNotPerformed: the go-sdk validates a typed tool's
+// arguments against its input schema before the handler runs and answers a failure
+// as a tool error ("validating \"arguments\": …"). The bridge checks the schema it
+// listed, but the server may have changed it since (a rollout that adds a required
+// field): that refusal proves the tool did nothing. Read as an unknown outcome, the
+// destructive call was refused for good (idemgate resolve), and Dedup replayed the
+// refusal for its whole window.
+func TestServerInputValidationIsNotPerformed(t *testing.T) {
+	type in struct {
+		Amount   int    `json:"amount"`
+		Currency string `json:"currency"`
+	}
+	for _, dedup := range []*mcptools.Dedup{nil, mcptools.NewDedup(time.Hour)} {
+		t.Run(fmt.Sprint("dedup=", dedup != nil), func(t *testing.T) {
+			s := newTestServer(t, dedup, toolSpec{name: "send_payment"}) // v1: any object
+			b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Session().Close()
+			ran := 0
+			// v2 requires a currency (the go-sdk infers it from the struct: no omitempty).
+			mcp.AddTool(s.srv, &mcp.Tool{Name: "send_payment"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
+				ran++
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil, nil
+			})
+			for i := range 2 {
+				got, err := observed(t, b, "mcp.pay.send_payment")
+				if !got.Definite() {
+					t.Errorf("call %d: outcome %s (error %v); want a definite one: the server refused the arguments before its handler", i, got, err)
+				}
+			}
+			if ran != 0 {
+				t.Errorf("the handler ran %d times", ran)
+			}
+		})
+	}
+}
+
+// TestPeerInputValidationIsNotPerformed: the same over mcp-go with
+// WithInputSchemaValidation ("input schema validation failed: …"), over stdio and
+// streamable HTTP.
+func TestPeerInputValidationIsNotPerformed(t *testing.T) {
+	p := &peerServer{srv: mgoserver.NewMCPServer("peer", "v1", mgoserver.WithToolCapabilities(false),
+		mgoserver.WithInputSchemaValidation()), effects: map[string]int{}}
+	ok := func(context.Context, mgo.CallToolRequest) (*mgo.CallToolResult, error) {
+		p.mu.Lock()
+		p.effects["send_payment"]++
+		p.mu.Unlock()
+		return mgo.NewToolResultText("sent"), nil
+	}
+	peerTransports(t, p, func(t *testing.T, tr mcp.Transport) {
+		p.srv.AddTool(mgo.NewTool("send_payment", mgo.WithNumber("amount")), ok) // v1
+		b, err := mcptools.Dial(context.Background(), "pay", tr, mcptools.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Session().Close()
+		p.srv.AddTool(mgo.NewTool("send_payment", mgo.WithNumber("amount"), mgo.WithString("currency", mgo.Required())), ok) // v2
+		before := p.runs("send_payment")
+		if got, err := observed(t, b, "mcp.pay.send_payment"); !got.Definite() {
+			t.Errorf("outcome %s (error %v); want a definite one: the server refused the arguments before its handler", got, err)
+		}
+		if n := p.runs("send_payment") - before; n != 0 {
+			t.Errorf("the handler ran %d times", n)
+		}
+	})
 }

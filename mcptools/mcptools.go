@@ -9,7 +9,10 @@
 // # What counts as not performed
 //
 // A failed call is definite (the gate may send it again) only with proof that the tool
-// did nothing: a result with isError and MetaNotPerformed, or a JSON-RPC error that no
+// did nothing: a result with isError and MetaNotPerformed, the tool error an SDK
+// answers before any handler for arguments that fail the input schema (the go-sdk's
+// `validating "arguments": …`, mcp-go's `input schema validation failed: …`; the
+// server's schema may have changed since the bridge listed it), or a JSON-RPC error that no
 // tool handler can have raised — parse error, invalid request, method not found, and
 // the invalid-params refusals both SDKs make before dispatch (an unknown tool, an
 // invalid _meta). Everything else is an unknown outcome, because it may come after the
@@ -543,6 +546,14 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 	}
 	if res.IsError {
 		text := texts(res.Content)
+		if refusedArguments(res) {
+			// The server's SDK refused the arguments against the tool's input schema
+			// before any handler ran (the schema may have changed since it was listed).
+			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: "arguments refused by the server's input schema"})
+			return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server refused the "+
+				"arguments before running the tool: %s. Next step: the server's input schema may have changed since the "+
+				"worker listed it: restart the worker (and review `idemgate census --mcp`)", t.activity, text), "McpRefused")
+		}
 		if v, _ := res.Meta[MetaNotPerformed].(bool); v {
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: "tool error, not performed"})
 			return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool failed and says it did "+
@@ -644,6 +655,19 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, noConn bo
 	}
 	return fmt.Errorf("idemgate/mcptools: %s: no answer from server %s: %w (the call may have reached it: the outcome is unknown)",
 		t.activity, b.server, err)
+}
+
+// refusedArguments reports whether r is the tool error an SDK answers, before any
+// handler runs, for arguments that fail the tool's input schema: the go-sdk's
+// (`validating "arguments": …`) and mcp-go's with WithInputSchemaValidation (`input
+// schema validation failed: …`). Read by the same rule as notRun: a handler that
+// forges that text after acting is read as not having run.
+func refusedArguments(r *mcp.CallToolResult) bool {
+	if !r.IsError || len(r.Content) != 1 || r.StructuredContent != nil {
+		return false
+	}
+	t, ok := r.Content[0].(*mcp.TextContent)
+	return ok && (strings.HasPrefix(t.Text, `validating "arguments": `) || strings.HasPrefix(t.Text, "input schema validation failed: "))
 }
 
 // notRun reports whether a JSON-RPC error answer to tools/call proves that no tool
