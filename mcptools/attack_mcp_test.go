@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	mgo "github.com/mark3labs/mcp-go/mcp"
 	mgoserver "github.com/mark3labs/mcp-go/server"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -206,4 +209,124 @@ func TestPeerInputValidationIsNotPerformed(t *testing.T) {
 			t.Errorf("the handler ran %d times", n)
 		}
 	})
+}
+
+// logSink collects log records' messages.
+type logSink struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logSink) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logSink) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := r.Message
+	r.Attrs(func(a slog.Attr) bool { s += " " + a.String(); return true })
+	l.msgs = append(l.msgs, s)
+	return nil
+}
+func (l *logSink) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logSink) WithGroup(string) slog.Handler      { return l }
+func (l *logSink) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.msgs...)
+}
+
+// TestToolListChangedKeepsCalling: a server that adds a tool after Dial notifies the
+// client; the bridge lists the tools again from the notification handler and warns.
+// The session must keep answering calls, over both SDKs' servers and transports.
+func TestToolListChangedKeepsCalling(t *testing.T) {
+	check := func(t *testing.T, tr mcp.Transport, add func()) {
+		sink := &logSink{}
+		b, err := mcptools.Dial(context.Background(), "crm", tr, mcptools.Options{Logger: slog.New(sink)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Session().Close()
+		add()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			warned := false
+			for _, m := range sink.all() {
+				warned = warned || strings.Contains(m, "changed its tool list") && strings.Contains(m, "mcp.crm.delete_contact")
+			}
+			if warned {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no warning naming the added tool; logged %q", sink.all())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := b.Call(ctx, "mcp.crm.get_contact", map[string]any{"id": "c-1"}); err != nil {
+			t.Fatalf("a call after the list changed: %v", err)
+		}
+	}
+	t.Run("go-sdk", func(t *testing.T) {
+		s := newTestServer(t, nil, toolSpec{name: "get_contact"})
+		goSDKTransports(t, s.srv, func(t *testing.T, tr mcp.Transport) {
+			check(t, tr, func() {
+				s.srv.AddTool(&mcp.Tool{Name: "delete_contact", InputSchema: &jsonschema.Schema{Type: "object"}},
+					func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+						return &mcp.CallToolResult{}, nil
+					})
+			})
+			s.srv.RemoveTools("delete_contact")
+		})
+	})
+	t.Run("mcp-go", func(t *testing.T) {
+		p := &peerServer{srv: mgoserver.NewMCPServer("peer", "v1", mgoserver.WithToolCapabilities(true)), effects: map[string]int{}}
+		p.srv.AddTool(mgo.NewTool("get_contact"), func(context.Context, mgo.CallToolRequest) (*mgo.CallToolResult, error) {
+			return mgo.NewToolResultText("ok"), nil
+		})
+		peerTransports(t, p, func(t *testing.T, tr mcp.Transport) {
+			check(t, tr, func() {
+				p.srv.AddTool(mgo.NewTool("delete_contact"), func(context.Context, mgo.CallToolRequest) (*mgo.CallToolResult, error) {
+					return mgo.NewToolResultText("ok"), nil
+				})
+			})
+			p.srv.DeleteTools("delete_contact")
+		})
+	})
+}
+
+// TestToolListChangedLogHidesCredentials: when the server changes its tool list and
+// listing it again fails, the warning quotes the go-sdk's error, which quotes the
+// server's URL: its credentials must not be logged.
+func TestToolListChangedLogHidesCredentials(t *testing.T) {
+	const pw = "Zq7-LISTPW"
+	s := newTestServer(t, nil, toolSpec{name: "get_contact"})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil))
+	t.Cleanup(hs.Close)
+	rt := &refusedPosts{}
+	tr := &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp?access_token=" + pw, MaxRetries: -1, HTTPClient: &http.Client{Transport: rt}}
+	sink := &logSink{}
+	b, err := mcptools.Dial(context.Background(), "crm", tr, mcptools.Options{Logger: slog.New(sink)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Session().Close()
+	rt.on.Store(true) // the list is read again with a POST: refused
+	s.srv.AddTool(&mcp.Tool{Name: "delete_contact", InputSchema: &jsonschema.Schema{Type: "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	deadline := time.Now().Add(time.Minute)
+	for {
+		msgs := sink.all()
+		if len(msgs) > 0 {
+			for _, m := range msgs {
+				if strings.Contains(m, pw) {
+					t.Errorf("logged the credential: %s", m)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing was logged after the tool list changed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -279,7 +279,7 @@ func (b *Bridge) toolListChanged(ctx context.Context) {
 	for t, err := range b.session.Tools(ctx, nil) {
 		if err != nil {
 			b.opts.Logger.Warn("idemgate/mcptools: the server changed its tool list and it could not be read again",
-				"server", b.server, "error", err)
+				"server", b.server, "error", secrets.ScrubError(err, b.endpoint))
 			return
 		}
 		now[ActivityName(b.server, t.Name)] = true
