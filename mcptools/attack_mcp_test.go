@@ -312,7 +312,9 @@ func TestToolListChangedLogHidesCredentials(t *testing.T) {
 	defer b.Session().Close()
 	rt.on.Store(true) // the list is read again with a POST: refused
 	s.srv.AddTool(&mcp.Tool{Name: "delete_contact", InputSchema: &jsonschema.Schema{Type: "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	deadline := time.Now().Add(time.Minute)
 	for {
 		msgs := sink.all()
