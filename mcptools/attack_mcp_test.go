@@ -16,6 +16,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	mgo "github.com/mark3labs/mcp-go/mcp"
 	mgoserver "github.com/mark3labs/mcp-go/server"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
@@ -331,4 +332,96 @@ func TestToolListChangedLogHidesCredentials(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// swapHandler serves through a handler that can be replaced (a server restart).
+type swapHandler struct {
+	mu sync.Mutex
+	h  http.Handler
+}
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+func (s *swapHandler) set(h http.Handler) { s.mu.Lock(); s.h = h; s.mu.Unlock() }
+
+// callTwice calls send_payment twice through b and returns each call's observations.
+func callTwice(t *testing.T, b *mcptools.Bridge) [][]attempt.Observation {
+	t.Helper()
+	var out [][]attempt.Observation
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		st := &attempt.State{Key: fmt.Sprint("k-", t.Name(), i)}
+		_, err := b.Call(attempt.NewContext(ctx, st), "mcp.pay.send_payment", map[string]any{"amount": 5})
+		cancel()
+		if err == nil {
+			t.Fatalf("call %d succeeded", i)
+		}
+		out = append(out, st.Observations())
+	}
+	return out
+}
+
+// TestStreamableRefusalsAreNotPerformed: over streamable HTTP the go-sdk's client
+// reports answers the server gave before any tool ran — HTTP 401 (a token that
+// expired or was revoked), 404 for a session the server no longer has (the MCP server
+// restarted) — as plain errors, and then closes the session, so every later call
+// fails before it is written. The bridge read all of them as unknown outcomes: after
+// an MCP server restart or a token expiry every destructive tool call was refused for
+// good (one `idemgate resolve` per call) although none reached a tool.
+func TestStreamableRefusalsAreNotPerformed(t *testing.T) {
+	check := func(t *testing.T, obs [][]attempt.Observation, ran int) {
+		t.Helper()
+		for i, o := range obs {
+			if len(o) != 1 || !o[0].Outcome.Definite() {
+				t.Errorf("call %d: observations %+v; want one definite (the server refused it, or it was never sent)", i, o)
+			}
+		}
+		if ran != 0 {
+			t.Errorf("the tool ran %d times", ran)
+		}
+	}
+	t.Run("server-restarted", func(t *testing.T) {
+		s := newTestServer(t, nil, toolSpec{name: "send_payment"})
+		sw := &swapHandler{h: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil)}
+		hs := httptest.NewServer(sw)
+		t.Cleanup(hs.Close)
+		b, err := mcptools.Dial(context.Background(), "pay", &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, mcptools.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Session().Close()
+		sw.set(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil)) // its sessions are gone
+		obs := callTwice(t, b)
+		_, n := s.seen()
+		check(t, obs, n["send_payment"])
+	})
+	t.Run("token-revoked", func(t *testing.T) {
+		s := newTestServer(t, nil, toolSpec{name: "send_payment"})
+		var revoked atomic.Bool
+		verify := func(context.Context, string, *http.Request) (*auth.TokenInfo, error) {
+			if revoked.Load() {
+				return nil, auth.ErrInvalidToken
+			}
+			return &auth.TokenInfo{UserID: "alice", Expiration: time.Now().Add(time.Hour)}, nil
+		}
+		hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(
+			mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil)))
+		t.Cleanup(hs.Close)
+		tr := &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1,
+			HTTPClient: &http.Client{Transport: bearer{"alice-token", http.DefaultTransport}}}
+		b, err := mcptools.Dial(context.Background(), "pay", tr, mcptools.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Session().Close()
+		revoked.Store(true)
+		obs := callTwice(t, b)
+		_, n := s.seen()
+		check(t, obs, n["send_payment"])
+	})
 }

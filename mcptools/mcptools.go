@@ -20,8 +20,11 @@
 // output that failed its output schema (the go-sdk checks it after the handler), a
 // -32602 or any code a go-sdk handler returns itself, server-defined codes, the
 // go-sdk client's -32005 for an HTTP 5xx, and the parse-error and invalid-request
-// values the client makes itself when it cannot read an answer. An HTTP 429 (a rate
-// limiter in front of the server) is not performed, as idemhttp reads a 4xx.
+// values the client makes itself when it cannot read an answer. Over streamable HTTP,
+// an HTTP 4xx (a 429 from a rate limiter, a 401 for an expired token, a 404 for a
+// session the server lost when it restarted) is not performed, as idemhttp reads a
+// 4xx; so is a refused dial, and a call the client never wrote because its session
+// was already closed (it does not reconnect: restart the worker).
 //
 // Tool activities decode their arguments with numbers as written (json.Number), so a
 // long account number reaches the tool, and the gate's comparison, unrounded.
@@ -648,6 +651,23 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, noConn bo
 			"(the tool may have acted before it failed: the outcome is unknown)", t.activity, b.server, werr.Code, err),
 			"McpToolError")
 	}
+	if status, ok := refusedByHTTP(cause); ok {
+		// The server's HTTP layer answered before any tool ran: a 4xx such as 401 (an
+		// expired or revoked token), or 404 for a session it no longer has (it
+		// restarted). The go-sdk's client then closes the session.
+		observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Status: status, Detail: fmt.Sprintf("%d %s", status,
+			http.StatusText(status))})
+		return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s refused the call before running "+
+			"the tool: %v. Next step: check the worker's credentials for the server; after a 404 the server lost the "+
+			"session (it restarted): restart the worker to connect again", t.activity, b.server, err), "McpRefused",
+			interceptor.NotCommitted(err))
+	}
+	if closedBeforeSending(cause) {
+		observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "not sent: the session is closed: " + err.Error()})
+		return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the session to server %s is closed, so "+
+			"the call was not sent: %v. Next step: restart the worker to connect again (the bridge does not reconnect)",
+			t.activity, b.server, err), "McpNotSent", interceptor.NotCommitted(err))
+	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: err.Error()})
 	} else {
@@ -694,6 +714,42 @@ func notRun(werr *jsonrpc.Error) bool {
 			strings.HasPrefix(m, "invalid _meta field ") || strings.HasPrefix(m, "missing or invalid _meta field ")
 	}
 	return false
+}
+
+// refusedByHTTP reads the go-sdk streamable client's error for a tools/call POST that
+// the server answered with a 4xx status and no JSON-RPC body (a 401 from bearer-token
+// auth), or with 404 for a session it does not have (ErrSessionMissing): answered
+// before any tool ran. The client reports the first only as text ("sending
+// \"tools/call\": Unauthorized"). A 429 comes as a JSON-RPC error (see callFailed).
+func refusedByHTTP(err error) (status int, ok bool) {
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		return http.StatusNotFound, true
+	}
+	msg := err.Error()
+	const sending = `sending "tools/call": `
+	if strings.Contains(msg, "client is closing") || strings.Contains(msg, "server is closing") {
+		return 0, false // read by closedBeforeSending
+	}
+	for code := 400; code < 500; code++ {
+		if text := http.StatusText(code); text != "" && strings.HasSuffix(msg, sending+text) {
+			return code, true
+		}
+	}
+	return 0, false
+}
+
+// closedBeforeSending reports whether err says the go-sdk's connection was closing or
+// broken when the tools/call was about to be written, so it was not written: its
+// client answers such a call "connection closed: calling \"tools/call\": client is
+// closing: …" (or "server is closing", its write side's check), and only before
+// writing (a call already written and then cut off fails with the read error).
+func closedBeforeSending(err error) bool {
+	if !errors.Is(err, mcp.ErrConnectionClosed) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, `calling "tools/call": client is closing`) ||
+		strings.Contains(msg, `calling "tools/call": server is closing`)
 }
 
 // dialFailed reports whether err holds a failed dial or host lookup.
