@@ -425,3 +425,59 @@ func TestStreamableRefusalsAreNotPerformed(t *testing.T) {
 		check(t, obs, n["send_payment"])
 	})
 }
+
+// TestReadsSendNoKey: the gate does not store reads, and idemhttp sends no key with
+// one: a read runs again on a reset or a re-run. The bridge sent the key with read
+// tools too, so a server running Dedup stored their answers and replayed them: with
+// ScopeWorkflowID a re-run of the workflow (the same ID, the same minted read key)
+// got the balance of the run before, although it had changed.
+func TestReadsSendNoKey(t *testing.T) {
+	var mu sync.Mutex
+	balance := 100
+	s := newTestServer(t, mcptools.NewDedup(time.Hour), toolSpec{name: "get_balance",
+		ann: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		handle: func(context.Context, *mcp.CallToolRequest, int) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(balance)}}}, nil
+		}})
+	b, err := mcptools.Dial(context.Background(), "bank", s.inMemory(t), mcptools.Options{DedupWindow: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Session().Close()
+	o := interceptor.Options{Store: memory.New(), Scope: interceptor.ScopeWorkflowID}
+	b.Apply(&o)
+	gate, err := interceptor.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() string {
+		env := patient.Env(quietSuite().NewTestWorkflowEnvironment())
+		env.SetWorkerOptions(patient.WorkerOptions(gate))
+		env.RegisterWorkflowWithOptions(callWorkflow, workflow.RegisterOptions{Name: "call"})
+		b.Register(env)
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "report-acct-7", TaskQueue: "q"})
+		env.ExecuteWorkflow("call", "mcp.bank.get_balance", map[string]any{"account": "acct-7"})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var r mcptools.Result
+		if err := env.GetWorkflowResult(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Text
+	}
+	if got := run(); got != "100" {
+		t.Fatalf("first run: balance %s", got)
+	}
+	mu.Lock()
+	balance = 40
+	mu.Unlock()
+	if got := run(); got != "40" {
+		t.Errorf("the re-run read balance %s; want the current 40 (a read is not answered from a store)", got)
+	}
+	if keys, _ := s.seen(); len(keys) != 2 || keys[0] != "" || keys[1] != "" {
+		t.Errorf("the read tool saw keys %q; want none", keys)
+	}
+}

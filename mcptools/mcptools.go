@@ -2,7 +2,8 @@
 // lists a client session's tools, registers one activity per tool under
 // "mcp.SERVER.TOOL", hands the tools' annotations to the interceptor as untrusted
 // Hints (they may tighten the class the name reads as, never lower it), sends the
-// idempotency key in the request's _meta under MetaKey, and reports to the gate
+// idempotency key of a write (never of a read) in the request's _meta under MetaKey,
+// and reports to the gate
 // whether a failed call may have acted. Dedup is the server side: middleware for MCP
 // servers built with the same SDK that answers a repeated key from its store.
 //
@@ -531,7 +532,7 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 			"`idemgate census --mcp`)", t.activity, err), "McpArgumentsInvalid", interceptor.NotCommitted(err))
 	}
 	p := &mcp.CallToolParams{Name: t.name, Arguments: args}
-	if key, ok := interceptor.KeyFromContext(ctx); ok {
+	if key, ok := interceptor.KeyFromContext(ctx); ok && !readCall(ctx) {
 		p.Meta = mcp.Meta{MetaKey: key}
 		b.sending(ctx)
 	}
@@ -582,6 +583,15 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 			"make the tool return less", t.activity, n, b.opts.MaxResultSize), "McpResultTooLarge", nil)
 	}
 	return out, nil
+}
+
+// readCall reports whether the gate classified the calling activity as a read: a read
+// is never the write the gate guards and runs again on a reset or a re-run, so it
+// sends no key, as idemhttp sends none with a GET (a server's Dedup would answer it
+// from its store).
+func readCall(ctx context.Context) bool {
+	st, ok := attempt.FromContext(ctx)
+	return ok && st.Effect == interceptor.Read.String()
 }
 
 // sending records, before the key leaves in _meta, the evidence a re-send relying on
