@@ -1,10 +1,13 @@
 package mcptools_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -479,5 +482,66 @@ func TestReadsSendNoKey(t *testing.T) {
 	}
 	if keys, _ := s.seen(); len(keys) != 2 || keys[0] != "" || keys[1] != "" {
 		t.Errorf("the read tool saw keys %q; want none", keys)
+	}
+}
+
+type connKey struct{}
+
+// TestRefusedReconnectIsUnknown: the go-sdk's streamable client resumes a tool call's
+// stream that broke after the server sent an event with an ID (the server has an
+// EventStore; here the tool pings the client before it acts): it GETs the stream
+// again, and a 4xx answer to that GET — a 429 from a rate limiter, a 401 for a token
+// that expired meanwhile, a 404 from a server that restarted — fails the call with
+// the same error a refused POST gives. The POST was taken and the tool acted: the
+// outcome is unknown, never "not performed".
+func TestRefusedReconnectIsUnknown(t *testing.T) {
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusUnauthorized, http.StatusNotFound} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			var callConn atomic.Pointer[net.Conn]
+			var cut atomic.Bool
+			var ran atomic.Int32
+			s := newTestServer(t, nil, toolSpec{name: "send_payment",
+				handle: func(ctx context.Context, req *mcp.CallToolRequest, _ int) (*mcp.CallToolResult, error) {
+					_ = req.Session.Ping(ctx, nil) // an event with an ID on the call's stream
+					ran.Add(1)                     // the tool acts
+					cut.Store(true)
+					if c := callConn.Load(); c != nil {
+						(*c).Close() // the connection drops before the result
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil
+				}})
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
+				&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+			hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" && cut.Load() {
+					http.Error(w, http.StatusText(status), status) // the resumption is refused
+					return
+				}
+				if r.Method == http.MethodPost {
+					body, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(bytes.NewReader(body))
+					if bytes.Contains(body, []byte(`"tools/call"`)) {
+						c := r.Context().Value(connKey{}).(net.Conn)
+						callConn.Store(&c)
+					}
+				}
+				h.ServeHTTP(w, r)
+			}))
+			hs.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }
+			hs.Start()
+			t.Cleanup(hs.Close)
+			b, err := mcptools.Dial(context.Background(), "pay", &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: 1}, mcptools.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Session().Close()
+			got, err := observed(t, b, "mcp.pay.send_payment")
+			if ran.Load() != 1 {
+				t.Fatalf("the tool ran %d times (error %v)", ran.Load(), err)
+			}
+			if got.Definite() {
+				t.Errorf("outcome %s after the tool acted (error %v); want unknown", got, err)
+			}
+		})
 	}
 }

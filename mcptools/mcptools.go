@@ -536,13 +536,15 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 		p.Meta = mcp.Meta{MetaKey: key}
 		b.sending(ctx)
 	}
-	// Whether an HTTP request of this call got a connection: a refused dial proves
-	// nothing left only if none did (another try may have written it).
-	var gotConn atomic.Bool
-	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) }})
+	// How many HTTP requests of this call got a connection: a refused dial proves
+	// nothing left only if none did (another try may have written it), and an HTTP
+	// status answers the call's POST only if it was the only one (the go-sdk's client
+	// resumes a broken call stream with a GET, whose refusal fails the call alike).
+	var conns atomic.Int32
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conns.Add(1) }})
 	res, err := b.session.CallTool(traced, p)
 	if err != nil {
-		return nil, b.callFailed(ctx, t, err, !gotConn.Load())
+		return nil, b.callFailed(ctx, t, err, conns.Load())
 	}
 	out := &Result{}
 	if v, _ := res.Meta[MetaReplayed].(bool); v {
@@ -603,10 +605,11 @@ func (b *Bridge) sending(ctx context.Context) {
 	}
 }
 
-// callFailed says what a failed tools/call means for the gate; noConn says no HTTP
-// request of the call got a connection. Its error and observations never repeat the
-// credentials of the server's URL (the go-sdk's errors quote it).
-func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, noConn bool) error {
+// callFailed says what a failed tools/call means for the gate; conns is how many HTTP
+// requests of the call got a connection (0 over other transports). Its error and
+// observations never repeat the credentials of the server's URL (the go-sdk's errors
+// quote it).
+func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, conns int32) error {
 	err := secrets.ScrubError(cause, b.endpoint) // unwraps to cause: errors.As still reads it
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && !localWireError(werr) {
@@ -633,17 +636,18 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, noConn bo
 				"out from the server's owner whether the tool acted, then settle the key (`idemgate resolve`)",
 				t.activity, werr.Message), "McpOutcomeUnknown", nil)
 		}
-		if werr.Code == codeRejectedByTransport && noConn && dialFailed(err) {
+		if werr.Code == codeRejectedByTransport && conns == 0 && dialFailed(err) {
 			// The go-sdk's streamable client could not connect (refused, no such host)
 			// and no try got a connection: the request never left this process.
 			observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "not sent: " + err.Error()})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s could not be reached: "+
 				"%v. Nothing was sent", t.activity, b.server, err), "McpNotSent", interceptor.NotCommitted(err))
 		}
-		if werr.Code == codeRejectedByTransport && strings.HasSuffix(cause.Error(), ": "+http.StatusText(http.StatusTooManyRequests)) {
+		if werr.Code == codeRejectedByTransport && conns == 1 && strings.HasSuffix(cause.Error(), ": "+http.StatusText(http.StatusTooManyRequests)) {
 			// The go-sdk's streamable client wraps an HTTP 429 (and 5xx, which stay
 			// unknown) this way: a rate limit answered before the server took the call,
-			// a 4xx as idemhttp reads one.
+			// a 4xx as idemhttp reads one — when the POST was the call's only request
+			// (a 429 to the GET that resumes a broken stream comes after it was taken).
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Status: http.StatusTooManyRequests, Detail: "429 Too Many Requests"})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s answered 429 Too Many "+
 				"Requests: the call was not taken", t.activity, b.server), "McpRefused")
@@ -661,7 +665,7 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, noConn bo
 			"(the tool may have acted before it failed: the outcome is unknown)", t.activity, b.server, werr.Code, err),
 			"McpToolError")
 	}
-	if status, ok := refusedByHTTP(cause); ok {
+	if status, ok := refusedByHTTP(cause); ok && conns == 1 {
 		// The server's HTTP layer answered before any tool ran: a 4xx such as 401 (an
 		// expired or revoked token), or 404 for a session it no longer has (it
 		// restarted). The go-sdk's client then closes the session.
