@@ -491,11 +491,16 @@ type connKey struct{}
 // stream that broke after the server sent an event with an ID (the server has an
 // EventStore; here the tool pings the client before it acts): it GETs the stream
 // again, and a 4xx answer to that GET — a 429 from a rate limiter, a 401 for a token
-// that expired meanwhile, a 404 from a server that restarted — fails the call with
-// the same error a refused POST gives. The POST was taken and the tool acted: the
+// that expired meanwhile, a 404 from a server that restarted, a 400 with a JSON-RPC
+// error body — fails the call with the same error a refused POST gives. The POST was taken and the tool acted: the
 // outcome is unknown, never "not performed".
 func TestRefusedReconnectIsUnknown(t *testing.T) {
-	for _, status := range []int{http.StatusTooManyRequests, http.StatusUnauthorized, http.StatusNotFound} {
+	for _, c := range []struct {
+		status int
+		body   string // a JSON-RPC error body, as some servers answer a GET they refuse
+	}{{http.StatusTooManyRequests, ""}, {http.StatusUnauthorized, ""}, {http.StatusNotFound, ""},
+		{http.StatusBadRequest, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Bad Request: no such stream"}}`}} {
+		status := c.status
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			var callConn atomic.Pointer[net.Conn]
 			var cut atomic.Bool
@@ -514,6 +519,12 @@ func TestRefusedReconnectIsUnknown(t *testing.T) {
 				&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
 			hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" && cut.Load() {
+					if c.body != "" {
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(status)
+						io.WriteString(w, c.body)
+						return
+					}
 					http.Error(w, http.StatusText(status), status) // the resumption is refused
 					return
 				}

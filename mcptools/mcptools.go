@@ -620,6 +620,13 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, conns int
 		if b.opts.DedupWindow <= 0 && (code == CodeInFlight || code == CodeConflict || code == CodeOutcomeUnknown) {
 			code = 0
 		}
+		// After the go-sdk's client resumed a broken call stream (more than one HTTP
+		// request), an error may be the body of the refused GET, not the server's
+		// answer to the call: nothing in it proves the tool did not act.
+		resumed := conns > 1
+		if resumed && code == CodeConflict {
+			code = 0
+		}
 		switch code {
 		case CodeInFlight:
 			observe(ctx, attempt.Observation{Outcome: attempt.InFlight, Detail: werr.Message})
@@ -652,7 +659,7 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, conns int
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s answered 429 Too Many "+
 				"Requests: the call was not taken", t.activity, b.server), "McpRefused")
 		}
-		if notRun(werr) {
+		if !resumed && notRun(werr) {
 			// The server refused the call before any tool handler ran.
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: werr.Message})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server refused the call before "+
