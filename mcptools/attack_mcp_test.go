@@ -546,12 +546,17 @@ func TestRefusedReconnectIsUnknown(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Session().Close()
-			got, err := observed(t, b, "mcp.pay.send_payment")
-			if ran.Load() != 1 {
-				t.Fatalf("the tool ran %d times (error %v)", ran.Load(), err)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			st := &attempt.State{Key: "k-" + t.Name()}
+			_, err = b.Call(attempt.NewContext(ctx, st), "mcp.pay.send_payment", map[string]any{"amount": 5})
+			if ran.Load() != 1 || err == nil || ctx.Err() != nil {
+				t.Fatalf("the tool ran %d times, error %v; want once, and the call failed by the refused resumption", ran.Load(), err)
 			}
-			if got.Definite() {
-				t.Errorf("outcome %s after the tool acted (error %v); want unknown", got, err)
+			for _, o := range st.Observations() {
+				if o.Outcome.Definite() {
+					t.Errorf("outcome %s after the tool acted (error %v); want unknown", o.Outcome, err)
+				}
 			}
 		})
 	}
