@@ -18,8 +18,10 @@ type ToolName struct {
 	// Prefix goes before the values. Optional.
 	Prefix string
 	// Fields are a struct argument's fields (JSON or Go name) or a map argument's keys,
-	// in the first argument that has them; "$N" is the N-th argument itself (from 1),
-	// for activities that take the tool positionally. Each must be a non-empty string.
+	// in the one argument that has them (a field that two arguments have, a model's
+	// map beside the caller's struct, is refused as invalid arguments); "$N" is the
+	// N-th argument itself (from 1), for activities that take the tool positionally.
+	// Each must be a non-empty string.
 	// A map's key must be the field's name exactly: the arguments come from a model,
 	// so a map that also has a key differing only in case ("Tool" beside "tool") is
 	// refused as invalid arguments, and nothing runs.
@@ -41,7 +43,8 @@ func (o Options) effectiveName(activityType string, args []any) (string, error) 
 		if errors.As(err, &amb) {
 			return "", fmt.Errorf("idemgate: %s: the tool name field %q is ambiguous: %v. The arguments are untrusted "+
 				"input (a model writes them), so the call is refused as invalid arguments. Nothing was run. Next step: "+
-				"send the tool's name under the key %q only", activityType, f, amb, f)
+				"send the tool's name under the key %q only, in one argument (or name that argument with \"$N\" in "+
+				"Options.ToolNames)", activityType, f, amb, f)
 		}
 		if err != nil {
 			return "", fmt.Errorf("idemgate: %s: the tool name field %q %v; Options.ToolNames[%q] names the tool "+

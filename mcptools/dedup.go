@@ -31,7 +31,8 @@ const DefaultDedupWindow = 24 * time.Hour
 // written, object keys in any order) gets the stored result (marked MetaReplayed);
 // with other arguments, an error (CodeConflict); while the first call runs, an error
 // the gate reads as in flight (CodeInFlight). Only answers of calls that may have
-// acted are stored: a result with isError and MetaNotPerformed, or a protocol error
+// acted are stored: a result with isError and MetaNotPerformed, the SDK's refusal of
+// arguments that fail the input schema (before the handler), or a protocol error
 // that proves no handler ran (see the Bridge), forgets the key so a retry runs. Any
 // other protocol error (a handler's error, an output that failed its schema) may come
 // after the tool acted: the key is kept, and a repeat is answered with
@@ -176,7 +177,7 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 func (d *Dedup) settle(sk dedupScope, e *dedupEntry, res mcp.Result, err error) {
 	r, _ := res.(*mcp.CallToolResult)
 	var werr *jsonrpc.Error
-	forget := err == nil && r != nil && notPerformed(r) || // the tool says it did nothing
+	forget := err == nil && r != nil && (notPerformed(r) || refusedArguments(r)) || // the tool (or the SDK before it) did nothing
 		err != nil && errors.As(err, &werr) && notRun(werr) // refused before any handler ran
 	var replay *mcp.CallToolResult
 	if err == nil && r != nil && !forget {

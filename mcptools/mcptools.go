@@ -3,15 +3,18 @@
 // "mcp.SERVER.TOOL", hands the tools' annotations to the interceptor as untrusted
 // Hints (they may tighten the class the name reads as and never lower a verb-list
 // match; a name flagged for review they may lower only down to the most severe verb
-// it contains), sends the idempotency key in the request's _meta under MetaKey, and
-// reports to the gate whether a failed call may have acted. Dedup is the server
-// side: middleware for MCP servers built with the same SDK that answers a repeated
-// key from its store.
+// it contains), sends the idempotency key of a write (never of a read) in the
+// request's _meta under MetaKey, and reports to the gate whether a failed call may
+// have acted. Dedup is the server side: middleware for MCP servers built with the
+// same SDK that answers a repeated key from its store.
 //
 // # What counts as not performed
 //
 // A failed call is definite (the gate may send it again) only with proof that the tool
-// did nothing: a result with isError and MetaNotPerformed, or a JSON-RPC error that no
+// did nothing: a result with isError and MetaNotPerformed, the tool error an SDK
+// answers before any handler for arguments that fail the input schema (the go-sdk's
+// `validating "arguments": …`, mcp-go's `input schema validation failed: …`; the
+// server's schema may have changed since the bridge listed it), or a JSON-RPC error that no
 // tool handler can have raised — parse error, invalid request, method not found, and
 // the invalid-params refusals both SDKs make before dispatch (an unknown tool, an
 // invalid _meta). Everything else is an unknown outcome, because it may come after the
@@ -19,8 +22,11 @@
 // output that failed its output schema (the go-sdk checks it after the handler), a
 // -32602 or any code a go-sdk handler returns itself, server-defined codes, the
 // go-sdk client's -32005 for an HTTP 5xx, and the parse-error and invalid-request
-// values the client makes itself when it cannot read an answer. An HTTP 429 (a rate
-// limiter in front of the server) is not performed, as idemhttp reads a 4xx.
+// values the client makes itself when it cannot read an answer. Over streamable HTTP,
+// an HTTP 4xx (a 429 from a rate limiter, a 401 for an expired token, a 404 for a
+// session the server lost when it restarted) is not performed, as idemhttp reads a
+// 4xx; so is a refused dial, and a call the client never wrote because its session
+// was already closed (it does not reconnect: restart the worker).
 //
 // Tool activities decode their arguments with numbers as written (json.Number), so a
 // long account number reaches the tool, and the gate's comparison, unrounded.
@@ -34,11 +40,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -84,6 +93,9 @@ type Options struct {
 	// DedupWindow, when > 0, says the server deduplicates on MetaKey (Dedup) for this
 	// long: Apply then lets the gate re-send a destructive call whose outcome is
 	// unknown, with the same key, inside the window (interceptor.Options.VendorWindows).
+	// Only then are Dedup's error codes (CodeInFlight, CodeConflict,
+	// CodeOutcomeUnknown) read as Dedup's answers; from another server they are its
+	// own errors, which may come after the tool acted: unknown outcomes.
 	DedupWindow time.Duration
 	// Logger receives the notice that the server's tool list changed. Optional:
 	// nil means slog.Default().
@@ -96,8 +108,8 @@ type Bridge struct {
 	session *mcp.ClientSession
 	opts    Options
 	tools   map[string]*tool // by activity name
-	// endpoint is the URL Dial was given (it may carry credentials): call errors
-	// that quote it are scrubbed.
+	// endpoint is the HTTP transport's URL (Dial), whose credentials errors must not
+	// repeat; "" for other transports.
 	endpoint string
 }
 
@@ -218,7 +230,7 @@ func scrub(err error, transport mcp.Transport) error {
 	return secrets.ScrubError(err, endpointOf(transport))
 }
 
-// endpointOf is the URL of an HTTP transport ("" for others).
+// endpointOf is the URL of an HTTP transport, "" for others.
 func endpointOf(transport mcp.Transport) string {
 	switch t := transport.(type) {
 	case *mcp.StreamableClientTransport:
@@ -272,7 +284,7 @@ func (b *Bridge) toolListChanged(ctx context.Context) {
 	for t, err := range b.session.Tools(ctx, nil) {
 		if err != nil {
 			b.opts.Logger.Warn("idemgate/mcptools: the server changed its tool list and it could not be read again",
-				"server", b.server, "error", err)
+				"server", b.server, "error", secrets.ScrubError(err, b.endpoint))
 			return
 		}
 		now[ActivityName(b.server, t.Name)] = true
@@ -521,13 +533,19 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 			"`idemgate census --mcp`)", t.activity, err), "McpArgumentsInvalid", interceptor.NotCommitted(err))
 	}
 	p := &mcp.CallToolParams{Name: t.name, Arguments: args}
-	if key, ok := interceptor.KeyFromContext(ctx); ok {
+	if key, ok := interceptor.KeyFromContext(ctx); ok && !readCall(ctx) {
 		p.Meta = mcp.Meta{MetaKey: key}
 		b.sending(ctx)
 	}
-	res, err := b.session.CallTool(ctx, p)
+	// How many HTTP requests of this call got a connection: a refused dial proves
+	// nothing left only if none did (another try may have written it), and an HTTP
+	// status answers the call's POST only if it was the only one (the go-sdk's client
+	// resumes a broken call stream with a GET, whose refusal fails the call alike).
+	var conns atomic.Int32
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conns.Add(1) }})
+	res, err := b.session.CallTool(traced, p)
 	if err != nil {
-		return nil, b.callFailed(ctx, t, err)
+		return nil, b.callFailed(ctx, t, err, conns.Load())
 	}
 	out := &Result{}
 	if v, _ := res.Meta[MetaReplayed].(bool); v {
@@ -535,6 +553,14 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 	}
 	if res.IsError {
 		text := texts(res.Content)
+		if refusedArguments(res) {
+			// The server's SDK refused the arguments against the tool's input schema
+			// before any handler ran (the schema may have changed since it was listed).
+			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: "arguments refused by the server's input schema"})
+			return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server refused the "+
+				"arguments before running the tool: %s. Next step: the server's input schema may have changed since the "+
+				"worker listed it: restart the worker (and review `idemgate census --mcp`)", t.activity, text), "McpRefused")
+		}
 		if v, _ := res.Meta[MetaNotPerformed].(bool); v {
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: "tool error, not performed"})
 			return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool failed and says it did "+
@@ -562,6 +588,15 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 	return out, nil
 }
 
+// readCall reports whether the gate classified the calling activity as a read: a read
+// is never the write the gate guards and runs again on a reset or a re-run, so it
+// sends no key, as idemhttp sends none with a GET (a server's Dedup would answer it
+// from its store).
+func readCall(ctx context.Context) bool {
+	st, ok := attempt.FromContext(ctx)
+	return ok && st.Effect == interceptor.Read.String()
+}
+
 // sending records, before the key leaves in _meta, the evidence a re-send relying on
 // the server's Dedup rests on (interceptor.Options.VendorWindows, from DedupWindow);
 // a store error only makes that re-send be refused.
@@ -571,14 +606,30 @@ func (b *Bridge) sending(ctx context.Context) {
 	}
 }
 
-// callFailed says what a failed tools/call means for the gate.
-func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
-	// Errors of the HTTP transport quote the endpoint, which may carry credentials.
-	err = secrets.ScrubError(err, b.endpoint)
+// callFailed says what a failed tools/call means for the gate; conns is how many HTTP
+// requests of the call got a connection (0 over other transports). Its error and
+// observations never repeat the credentials of the server's URL (the go-sdk's errors
+// quote it).
+func (b *Bridge) callFailed(ctx context.Context, t *tool, cause error, conns int32) error {
+	err := secrets.ScrubError(cause, b.endpoint) // unwraps to cause: errors.As still reads it
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && !localWireError(werr) {
 		msg := secrets.Scrub(werr.Message, b.endpoint)
-		switch werr.Code {
+		// Dedup's codes are implementation-defined server errors that any server may
+		// use for its own (a handler's error after it acted): they are read as Dedup's
+		// answers only from a server the bridge was told runs Dedup (DedupWindow).
+		code := werr.Code
+		if b.opts.DedupWindow <= 0 && (code == CodeInFlight || code == CodeConflict || code == CodeOutcomeUnknown) {
+			code = 0
+		}
+		// After the go-sdk's client resumed a broken call stream (more than one HTTP
+		// request), an error may be the body of the refused GET, not the server's
+		// answer to the call: nothing in it proves the tool did not act.
+		resumed := conns > 1
+		if resumed && code == CodeConflict {
+			code = 0
+		}
+		switch code {
 		case CodeInFlight:
 			observe(ctx, attempt.Observation{Outcome: attempt.InFlight, Detail: msg})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server is still running the "+
@@ -594,15 +645,23 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 				"out from the server's owner whether the tool acted, then settle the key (`idemgate resolve`)",
 				t.activity, msg), "McpOutcomeUnknown", nil)
 		}
-		if werr.Code == codeRejectedByTransport && strings.HasSuffix(err.Error(), ": "+http.StatusText(http.StatusTooManyRequests)) {
+		if werr.Code == codeRejectedByTransport && conns == 0 && dialFailed(err) {
+			// The go-sdk's streamable client could not connect (refused, no such host)
+			// and no try got a connection: the request never left this process.
+			observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "not sent: " + err.Error()})
+			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s could not be reached: "+
+				"%v. Nothing was sent", t.activity, b.server, err), "McpNotSent", interceptor.NotCommitted(err))
+		}
+		if werr.Code == codeRejectedByTransport && conns == 1 && strings.HasSuffix(cause.Error(), ": "+http.StatusText(http.StatusTooManyRequests)) {
 			// The go-sdk's streamable client wraps an HTTP 429 (and 5xx, which stay
 			// unknown) this way: a rate limit answered before the server took the call,
-			// a 4xx as idemhttp reads one.
+			// a 4xx as idemhttp reads one — when the POST was the call's only request
+			// (a 429 to the GET that resumes a broken stream comes after it was taken).
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Status: http.StatusTooManyRequests, Detail: "429 Too Many Requests"})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s answered 429 Too Many "+
 				"Requests: the call was not taken", t.activity, b.server), "McpRefused")
 		}
-		if notRun(werr) {
+		if !resumed && notRun(werr) {
 			// The server refused the call before any tool handler ran.
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: msg})
 			return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the server refused the call before "+
@@ -615,6 +674,23 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 			"(the tool may have acted before it failed: the outcome is unknown)", t.activity, b.server, werr.Code, err),
 			"McpToolError")
 	}
+	if status, ok := refusedByHTTP(cause); ok && conns == 1 {
+		// The server's HTTP layer answered before any tool ran: a 4xx such as 401 (an
+		// expired or revoked token), or 404 for a session it no longer has (it
+		// restarted). The go-sdk's client then closes the session.
+		observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Status: status, Detail: fmt.Sprintf("%d %s", status,
+			http.StatusText(status))})
+		return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: server %s refused the call before running "+
+			"the tool: %v. Next step: check the worker's credentials for the server; after a 404 the server lost the "+
+			"session (it restarted): restart the worker to connect again", t.activity, b.server, err), "McpRefused",
+			interceptor.NotCommitted(err))
+	}
+	if closedBeforeSending(cause) {
+		observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "not sent: the session is closed: " + err.Error()})
+		return temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the session to server %s is closed, so "+
+			"the call was not sent: %v. Next step: restart the worker to connect again (the bridge does not reconnect)",
+			t.activity, b.server, err), "McpNotSent", interceptor.NotCommitted(err))
+	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: err.Error()})
 	} else {
@@ -622,6 +698,19 @@ func (b *Bridge) callFailed(ctx context.Context, t *tool, err error) error {
 	}
 	return fmt.Errorf("idemgate/mcptools: %s: no answer from server %s: %w (the call may have reached it: the outcome is unknown)",
 		t.activity, b.server, err)
+}
+
+// refusedArguments reports whether r is the tool error an SDK answers, before any
+// handler runs, for arguments that fail the tool's input schema: the go-sdk's
+// (`validating "arguments": …`) and mcp-go's with WithInputSchemaValidation (`input
+// schema validation failed: …`). Read by the same rule as notRun: a handler that
+// forges that text after acting is read as not having run.
+func refusedArguments(r *mcp.CallToolResult) bool {
+	if !r.IsError || len(r.Content) != 1 || r.StructuredContent != nil {
+		return false
+	}
+	t, ok := r.Content[0].(*mcp.TextContent)
+	return ok && (strings.HasPrefix(t.Text, `validating "arguments": `) || strings.HasPrefix(t.Text, "input schema validation failed: "))
 }
 
 // notRun reports whether a JSON-RPC error answer to tools/call proves that no tool
@@ -648,6 +737,49 @@ func notRun(werr *jsonrpc.Error) bool {
 			strings.HasPrefix(m, "invalid _meta field ") || strings.HasPrefix(m, "missing or invalid _meta field ")
 	}
 	return false
+}
+
+// refusedByHTTP reads the go-sdk streamable client's error for a tools/call POST that
+// the server answered with a 4xx status and no JSON-RPC body (a 401 from bearer-token
+// auth), or with 404 for a session it does not have (ErrSessionMissing): answered
+// before any tool ran. The client reports the first only as text ("sending
+// \"tools/call\": Unauthorized"). A 429 comes as a JSON-RPC error (see callFailed).
+func refusedByHTTP(err error) (status int, ok bool) {
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		return http.StatusNotFound, true
+	}
+	msg := err.Error()
+	const sending = `sending "tools/call": `
+	if strings.Contains(msg, "client is closing") || strings.Contains(msg, "server is closing") {
+		return 0, false // read by closedBeforeSending
+	}
+	for code := 400; code < 500; code++ {
+		if text := http.StatusText(code); text != "" && strings.HasSuffix(msg, sending+text) {
+			return code, true
+		}
+	}
+	return 0, false
+}
+
+// closedBeforeSending reports whether err says the go-sdk's connection was closing or
+// broken when the tools/call was about to be written, so it was not written: its
+// client answers such a call "connection closed: calling \"tools/call\": client is
+// closing: …" (or "server is closing", its write side's check), and only before
+// writing (a call already written and then cut off fails with the read error).
+func closedBeforeSending(err error) bool {
+	if !errors.Is(err, mcp.ErrConnectionClosed) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, `calling "tools/call": client is closing`) ||
+		strings.Contains(msg, `calling "tools/call": server is closing`)
+}
+
+// dialFailed reports whether err holds a failed dial or host lookup.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
 }
 
 // codeRejectedByTransport is the go-sdk client's code for a request its transport

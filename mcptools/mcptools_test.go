@@ -402,7 +402,7 @@ func TestBridgeResendRestsOnEvidence(t *testing.T) {
 // Item 21's family: a call whose server went away after Dial fails with net/http's
 // error, which quotes the endpoint; a secret in its query must not reach the
 // activity's error (and so Temporal's history and the worker's log).
-func TestCallErrorHidesCredentials(t *testing.T) {
+func TestDroppedCallErrorHidesCredentials(t *testing.T) {
 	const pw = "Zq7-CALL-PW"
 	s := newTestServer(t, nil, toolSpec{name: "get_contact"})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil)

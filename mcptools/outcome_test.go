@@ -184,7 +184,9 @@ func TestProtocolErrorOutcomes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.err.Code, " ", c.err.Message), func(t *testing.T) {
 			s := newTestServer(t, nil, toolSpec{name: "send_payment", handle: failAfterActing(c.err)})
-			b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{})
+			// Dedup's codes are read as Dedup's answers only from a server said to run
+			// it (TestDedupCodesFromAServerWithoutDedup).
+			b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{DedupWindow: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -107,7 +107,9 @@ func redactPairs(s string) string {
 	return kvPair.ReplaceAllStringFunc(s, func(m string) string {
 		sub := kvPair.FindStringSubmatch(m)
 		if !Secret(sub[1]) {
-			return m
+			// A URL under another key (NAME=URL, url=… in a log line) keeps its
+			// credentials hidden as anywhere else.
+			return sub[1] + sub[2] + urlInText.ReplaceAllStringFunc(sub[3], redactURL)
 		}
 		return sub[1] + sub[2] + Mask
 	})

@@ -111,7 +111,9 @@ func Field(args []any, name string) (value []byte, ok bool, err error) {
 
 // ExactField is Field that reads a map entry only under the key name exactly, and
 // refuses (*AmbiguousError) a map that also has a key differing from name only in
-// case: a reader that matches keys loosely could take the other one.
+// case: a reader that matches keys loosely could take the other one. It also
+// refuses a field that more than one argument has (a model's map beside the
+// caller's struct): the first would win, and the model writes the map.
 func ExactField(args []any, name string) (value []byte, ok bool, err error) {
 	return findField(args, name, true)
 }
@@ -122,9 +124,16 @@ type AmbiguousError struct {
 	Arg  int      // the argument, from 0
 	Name string   // the field name asked for
 	Keys []string // the matching keys, sorted
+	// Args, when set, are two arguments (from 0) that both have the field
+	// (ExactField only).
+	Args []int
 }
 
 func (e *AmbiguousError) Error() string {
+	if len(e.Args) == 2 {
+		return fmt.Sprintf("arguments %d and %d both have the field %q: which one counts cannot be told",
+			e.Args[0]+1, e.Args[1]+1, e.Name)
+	}
 	if len(e.Keys) == 1 {
 		return fmt.Sprintf("argument %d has the key %q, not %q: the field is read by its exact name", e.Arg+1, e.Keys[0], e.Name)
 	}
@@ -142,41 +151,17 @@ func quoteAll(ss []string) []string {
 
 func findField(args []any, name string, exact bool) (value []byte, ok bool, err error) {
 	for i, a := range args {
-		v := indirect(reflect.ValueOf(a))
-		if !v.IsValid() {
-			continue
+		fv, quoted, has, err := argField(i, a, name, exact)
+		if err != nil {
+			return nil, false, err
 		}
-		var fv reflect.Value
-		var quoted bool
-		switch v.Kind() {
-		case reflect.Struct:
-			if f := lookup(fieldsOf(v.Type()), name); f != nil {
-				if fv, ok = fieldByIndex(v, f.index); !ok {
-					fv = reflect.Value{} // behind a nil embedded pointer: encoding/json leaves it out
-				}
-				quoted = f.quoted
-			}
-		case reflect.Map:
-			if v.Type().Key().Kind() == reflect.String {
-				var keys []string
-				iter := v.MapRange()
-				for iter.Next() {
-					k := iter.Key().String()
-					if !strings.EqualFold(k, name) {
-						continue
-					}
-					keys = append(keys, k)
-					if !exact || k == name {
-						fv = iter.Value()
-					}
-				}
-				if len(keys) > 1 {
-					slices.Sort(keys)
-					return nil, false, &AmbiguousError{Arg: i, Name: name, Keys: keys}
-				}
-				if exact && len(keys) == 1 && keys[0] != name {
-					// Only a case variant: not the field, and a loose reader would take it.
-					return nil, false, &AmbiguousError{Arg: i, Name: name, Keys: keys}
+		if exact && has {
+			// The arguments may come from a model: a field that a later argument has
+			// too (a model's map beside the caller's struct) cannot be told apart.
+			for j := i + 1; j < len(args); j++ {
+				_, _, other, err := argField(j, args[j], name, exact)
+				if other || err != nil {
+					return nil, false, &AmbiguousError{Arg: i, Name: name, Args: []int{i, j}}
 				}
 			}
 		}
@@ -189,6 +174,51 @@ func findField(args []any, name string, exact bool) (value []byte, ok bool, err 
 		}
 	}
 	return nil, false, nil
+}
+
+// argField finds name in argument i (a); has reports whether the argument has the
+// field at all (fv may still be invalid: behind a nil embedded pointer).
+func argField(i int, a any, name string, exact bool) (fv reflect.Value, quoted, has bool, err error) {
+	v := indirect(reflect.ValueOf(a))
+	if !v.IsValid() {
+		return fv, false, false, nil
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		if f := lookup(fieldsOf(v.Type()), name); f != nil {
+			has = true
+			var ok bool
+			if fv, ok = fieldByIndex(v, f.index); !ok {
+				fv = reflect.Value{} // behind a nil embedded pointer: encoding/json leaves it out
+			}
+			quoted = f.quoted
+		}
+	case reflect.Map:
+		if v.Type().Key().Kind() == reflect.String {
+			var keys []string
+			iter := v.MapRange()
+			for iter.Next() {
+				k := iter.Key().String()
+				if !strings.EqualFold(k, name) {
+					continue
+				}
+				keys = append(keys, k)
+				if !exact || k == name {
+					fv = iter.Value()
+				}
+			}
+			if len(keys) > 1 {
+				slices.Sort(keys)
+				return reflect.Value{}, false, true, &AmbiguousError{Arg: i, Name: name, Keys: keys}
+			}
+			if exact && len(keys) == 1 && keys[0] != name {
+				// Only a case variant: not the field, and a loose reader would take it.
+				return reflect.Value{}, false, true, &AmbiguousError{Arg: i, Name: name, Keys: keys}
+			}
+			has = len(keys) == 1
+		}
+	}
+	return fv, quoted, has, nil
 }
 
 // lookup finds a field by exact JSON name, then by JSON name or Go name ignoring case.
