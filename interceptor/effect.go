@@ -472,8 +472,9 @@ func classifyPart(part, context []token) verdict {
 
 // floorOf is the most severe word of a part that is a verb wherever it stands
 // (and the word): a verb of the verb lists, or a word that is both noun and verb
-// standing where the verb stands with no other verb in the part ("process" in
-// ProcessPayment, not "issue" in issue_read). A creating verb whose object moves
+// standing where a verb may stand — first, or last in a resource-first name — with
+// no other verb in the part ("process" in ProcessPayment, "capture" in
+// charges_capture, not "issue" in issue_read). A creating verb whose object moves
 // money counts as destructive. Hints may lower a flagged name to it, never below.
 func floorOf(part, context []token) (Effect, string) {
 	var f Effect
@@ -499,6 +500,15 @@ func floorOf(part, context []token) (Effect, string) {
 	}
 	if i < len(part) && part[i].w.role == rNounVerb && !verbs && part[i].w.effect > f {
 		f, w = part[i].w.effect, part[i].w.w
+	}
+	// The verb of a resource-first name stands last (charges_capture, cards_charge):
+	// there too a noun-and-verb word with no other verb in the part is the verb.
+	j := len(part) - 1
+	for j > i && part[j].w.role == rAux {
+		j--
+	}
+	if j > i && part[j].w.role == rNounVerb && !verbs && part[j].w.effect > f {
+		f, w = part[j].w.effect, part[j].w.w
 	}
 	if f == IdempotentWrite {
 		for _, t := range part {
