@@ -62,6 +62,10 @@ func (c *call) keepTrying(op func(context.Context, store.Transition) error, d st
 	// While it waits out its backoff, a retry of the write may meet the claim this
 	// give-back settles, its lease passed: that retry settles it first (settlePending)
 	// rather than refuse an unknown outcome this process knows.
+	if errors.Is(err, store.ErrClosed) {
+		closedUnder(c, d, err)
+		return
+	}
 	pid := c.r.giveBacks.register(c.key, c.owner, func() error { return c.transition(op, d, result, omitted, cause) })
 	go func() {
 		defer c.r.inflight.done(id)
@@ -79,8 +83,19 @@ func (c *call) keepTrying(op func(context.Context, store.Transition) error, d st
 			if err = c.transition(op, d, result, omitted, cause); answered(err) {
 				return
 			}
+			if errors.Is(err, store.ErrClosed) {
+				closedUnder(c, d, err)
+				return
+			}
 		}
 	}()
+}
+
+// closedUnder ends a give-back whose store its owner closed: no later try can be
+// answered, so retrying would only last as long as the process.
+func closedUnder(c *call, d store.Decision, err error) {
+	activity.GetLogger(c.ctx).Warn("idemgate: the store was closed before the outcome was stored; the claim stays and turns into an unknown outcome when its lease passes",
+		"activity", c.name, "key", c.key, "decision", string(d), "error", err)
 }
 
 // giveBacks ends the background give-backs of one gate, and knows those still
