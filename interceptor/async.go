@@ -152,10 +152,19 @@ var ErrOutcomeDiffers = errors.New("idemgate: CompleteAsync was already called f
 func sameOutcome(ctx context.Context, o Options, h HandOff, r store.Record, want store.State, t store.Transition, cause error) error {
 	stored := string(r.State)
 	switch {
-	case want == store.StateReleased && (r.State == store.StateReleased || r.State == store.StateUnknown && r.MayHaveSent):
-		// A release of a claim taken over from an attempt that may have sent leaves it
-		// unknown (store.ReleasedState): the same outcome.
+	case want == store.StateReleased && r.State == store.StateReleased:
 		return nil
+	case want == store.StateReleased && r.State == store.StateUnknown && r.MayHaveSent:
+		// A release of a claim taken over from an attempt that may have sent leaves it
+		// unknown (store.ReleasedState): the same outcome, if the earlier call was that
+		// release. An Abandon (an error without NotCommitted: this attempt may have
+		// acted) leaves the same record, and then the workflow must not be told that
+		// nothing was performed: the receipt of the earlier call says which it was.
+		released, what := releasedBefore(ctx, o, h)
+		if released {
+			return nil
+		}
+		stored = what
 	case want == store.StateUnknown && r.State == store.StateUnknown:
 		return nil
 	case want == store.StateCompleted && r.State == store.StateCompleted:
@@ -182,6 +191,26 @@ func sameOutcome(ctx context.Context, o Options, h HandOff, r store.Record, want
 		"outcome: a retry, reset or re-run of the write returns the stored one. Next step: call CompleteAsync again "+
 		"with the stored outcome (see `idemgate receipts --key %s`), or, if the stored one is wrong, settle the "+
 		"write with the vendor by hand", h.Activity, h.Key, ErrOutcomeDiffers, stored, this, h.Key)
+}
+
+// releasedBefore reports whether the transition an earlier CompleteAsync stored for
+// h was a release (NotCommitted), by its receipt; what describes the stored outcome
+// otherwise.
+func releasedBefore(ctx context.Context, o Options, h HandOff) (released bool, what string) {
+	rr, ok := o.Store.(receiptReader)
+	if !ok {
+		return false, "unknown (the store lists no receipts to tell a NotCommitted completion from an unknown one)"
+	}
+	rs, err := rr.Receipts(ctx, store.ReceiptFilter{Key: h.Key, WorkflowID: h.WorkflowID, Decision: store.DecisionReleased})
+	if err != nil {
+		return false, fmt.Sprintf("unknown (its receipt cannot be read: %v)", err)
+	}
+	for _, rc := range rs {
+		if rc.RunID == h.RunID && rc.Attempt == h.Attempt {
+			return true, ""
+		}
+	}
+	return false, "unknown (failed with an error not marked NotCommitted: the write may have happened)"
 }
 
 // sameResult compares the result of a completed record with the one t would store,

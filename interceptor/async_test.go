@@ -170,6 +170,12 @@ func TestCompleteAsyncTwiceWithAnotherOutcome(t *testing.T) {
 		{name: "an error, then a result", firstErr: errors.New("timed out"), second: "approved", wantSecondFail: true},
 		{name: "not committed twice", firstErr: interceptor.NotCommitted(errors.New("declined")),
 			secondErr: interceptor.NotCommitted(errors.New("declined"))},
+		// An unknown outcome stored first (the write may have happened) is not the
+		// "nothing was performed" of NotCommitted, although both leave a record that may
+		// have sent: the workflow must not be told the write did not happen.
+		{name: "an unknown error, then not committed", firstErr: errors.New("timed out"),
+			secondErr: interceptor.NotCommitted(errors.New("declined")), wantSecondFail: true},
+		{name: "an unknown error twice", firstErr: errors.New("timed out"), secondErr: errors.New("timed out")},
 		{name: "another result over the size limit", first: strings.Repeat("a", 64), second: strings.Repeat("b", 64),
 			maxResult: 16, wantSecondFail: true},
 		{name: "the same result over the size limit", first: strings.Repeat("a", 64), second: strings.Repeat("a", 64), maxResult: 16},

@@ -133,6 +133,12 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 	faultpoint.Hit(faultpoint.BeforeClaim)
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)
+	if err == nil && outcome == store.OutcomeUnknown && r.giveBacks.settle(c.key, rec.Owner) {
+		// The claim's owner was an attempt of this process whose outcome (not sent, or
+		// its result) is known here and was waiting for the store in the background: it
+		// is stored now, so claim again rather than refuse it as unknown.
+		outcome, rec, err = r.opts.Store.Begin(ctx, cl)
+	}
 	if err == nil && outcome == store.OutcomeUnknown {
 		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its
 		// window, if the key did leave to it: the record must carry the evidence the keyed

@@ -59,8 +59,17 @@ func (c *call) completeLater(data []byte, omitted bool, err error) {
 func (c *call) keepTrying(op func(context.Context, store.Transition) error, d store.Decision, result []byte, omitted bool, cause, err error) {
 	stop := c.r.giveBacks.stopped()
 	id := c.r.inflight.add(c.lease) // the store stays open for it (PluginOptions.CloseStore)
+	// While it waits out its backoff, a retry of the write may meet the claim this
+	// give-back settles, its lease passed: that retry settles it first (settlePending)
+	// rather than refuse an unknown outcome this process knows.
+	if errors.Is(err, store.ErrClosed) {
+		closedUnder(c, d, err)
+		return
+	}
+	pid := c.r.giveBacks.register(c.key, c.owner, func() error { return c.transition(op, d, result, omitted, cause) })
 	go func() {
 		defer c.r.inflight.done(id)
+		defer c.r.giveBacks.unregister(pid)
 		delay := giveBackFirstDelay
 		for {
 			select {
@@ -74,14 +83,79 @@ func (c *call) keepTrying(op func(context.Context, store.Transition) error, d st
 			if err = c.transition(op, d, result, omitted, cause); answered(err) {
 				return
 			}
+			if errors.Is(err, store.ErrClosed) {
+				closedUnder(c, d, err)
+				return
+			}
 		}
 	}()
 }
 
-// giveBacks ends the background give-backs of one gate.
+// closedUnder ends a give-back whose store its owner closed: no later try can be
+// answered, so retrying would only last as long as the process.
+func closedUnder(c *call, d store.Decision, err error) {
+	activity.GetLogger(c.ctx).Warn("idemgate: the store was closed before the outcome was stored; the claim stays and turns into an unknown outcome when its lease passes",
+		"activity", c.name, "key", c.key, "decision", string(d), "error", err)
+}
+
+// giveBacks ends the background give-backs of one gate, and knows those still
+// retrying, by key and owner.
 type giveBacks struct {
 	once, endOnce sync.Once
 	stop          chan struct{}
+
+	mu      sync.Mutex
+	next    uint64
+	pending map[uint64]pendingGiveBack
+}
+
+// pendingGiveBack is one give-back retrying in the background: its claim (key,
+// owner) and one owner-checked try of its transition.
+type pendingGiveBack struct {
+	key, owner string
+	try        func() error
+}
+
+func (g *giveBacks) register(key, owner string, try func() error) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending == nil {
+		g.pending = map[uint64]pendingGiveBack{}
+	}
+	g.next++
+	g.pending[g.next] = pendingGiveBack{key: key, owner: owner, try: try}
+	return g.next
+}
+
+func (g *giveBacks) unregister(id uint64) {
+	g.mu.Lock()
+	delete(g.pending, id)
+	g.mu.Unlock()
+}
+
+// settle makes one try, now, of the give-back of this process that still retries
+// for the claim of key by owner, and reports whether the store answered it (stored,
+// or the claim is not that owner's any more). false: no such give-back here, or the
+// store did not answer, or the gate stopped.
+func (g *giveBacks) settle(key, owner string) bool {
+	g.mu.Lock()
+	var try func() error
+	for _, p := range g.pending {
+		if p.key == key && p.owner == owner {
+			try = p.try
+			break
+		}
+	}
+	g.mu.Unlock()
+	if try == nil {
+		return false
+	}
+	select {
+	case <-g.stopped():
+		return false
+	default:
+	}
+	return answered(try())
 }
 
 func (g *giveBacks) stopped() <-chan struct{} {

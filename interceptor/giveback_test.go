@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
 )
@@ -278,5 +282,102 @@ func TestResultStoredWhenTheStoreComesBack(t *testing.T) {
 	out, err := h.run("wf-complete-outage-2", call{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1})
 	if err != nil || len(out) != 1 || h.v.count() != 1 {
 		t.Fatalf("after the store came back: out %q, err %v, vendor %d; want the stored result and one charge", out, err, h.v.count())
+	}
+}
+
+// Item 15's race: the store comes back past the lease, and Temporal's retry reaches
+// the gate of the same worker before the background give-back's next try (its
+// backoff grows to 5 s). The retry must not be refused for good as an unknown
+// outcome: the claim's owner is a give-back of this very gate, which knows nothing
+// was sent — the gate settles it first. Here Release stays down until just before
+// the retry, standing for the give-back that sleeps through the moment the store
+// came back.
+func TestRetryBeforeTheGiveBackLandsIsNotRefused(t *testing.T) {
+	h := newHarness(t)
+	var releaseUp atomic.Bool
+	hs := &hookedStore{Store: h.store, failRelease: func(int) bool { return !releaseUp.Load() }}
+	var clk clock
+	h.opts.Store, h.opts.Now = hs, clk.now
+	var runs atomic.Int32
+	h.tools.fail = func(ctx context.Context) (error, bool) {
+		if runs.Add(1) == 1 {
+			return interceptor.NotCommitted(fmt.Errorf("connection refused before sending")), false
+		}
+		return nil, false
+	}
+	gate, err := interceptor.New(h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := sameGate(t, h, gate)
+	key := interceptor.BusinessKey(testNamespace, "ChargeCard", bizKey)
+	if _, err := run("wf-race-1"); err == nil {
+		t.Fatal("the definite failure did not reach the workflow")
+	}
+	rec, err := h.store.Get(context.Background(), key)
+	if err != nil || rec.State != store.StateClaimed {
+		t.Fatalf("record while the store is down = %+v %v", rec, err)
+	}
+	clk.advance(rec.Lease.Sub(clk.now()) + store.LeaseMargin + time.Hour)
+	releaseUp.Store(true) // the store answers again; the give-back sleeps in its backoff
+	out, err := run("wf-race-2")
+	if err != nil || len(out) != 1 || h.v.count() != 1 {
+		t.Fatalf("the retry after the store came back: out %q, err %v, vendor %d; want it run once (nothing was sent before)",
+			out, err, h.v.count())
+	}
+	if d := decisionsOf(h.receipts(store.ReceiptFilter{Key: key})); !strings.HasPrefix(d, "claimed released claimed ran") {
+		t.Fatalf("receipts = %s, want the key given back, then claimed and run", d)
+	}
+}
+
+// The same race for a result whose Complete met the outage (completeLater): the
+// retry on the same worker gets the stored result, not a refusal for a person.
+func TestRetryBeforeTheLateCompleteLandsGetsTheResult(t *testing.T) {
+	h := newHarness(t)
+	var up atomic.Bool
+	hs := &hookedStore{Store: h.store, failComplete: func(int) bool { return !up.Load() }}
+	var clk clock
+	h.opts.Store, h.opts.Now = hs, clk.now
+	gate, err := interceptor.New(h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := sameGate(t, h, gate)
+	key := interceptor.BusinessKey(testNamespace, "ChargeCard", bizKey)
+	if _, err := run("wf-late-1"); err == nil || h.v.count() != 1 {
+		t.Fatalf("complete during the outage: %v, vendor %d; want a failure after one charge", err, h.v.count())
+	}
+	rec, err := h.store.Get(context.Background(), key)
+	if err != nil || rec.State != store.StateClaimed {
+		t.Fatalf("record while the store is down = %+v %v", rec, err)
+	}
+	clk.advance(rec.Lease.Sub(clk.now()) + store.LeaseMargin + time.Hour)
+	up.Store(true)
+	out, err := run("wf-late-2")
+	if err != nil || len(out) != 1 || h.v.count() != 1 {
+		t.Fatalf("the retry after the store came back: out %q, err %v, vendor %d; want the stored result, one charge", out, err, h.v.count())
+	}
+}
+
+// sameGate runs one ChargeCard call per workflow, every run on the one gate (one
+// worker process), and returns the results and the workflow error.
+func sameGate(t *testing.T, h *harness, gate sdkinterceptor.WorkerInterceptor) func(id string) ([]string, error) {
+	return func(id string) ([]string, error) {
+		t.Helper()
+		env := patient.Env(h.suite.NewTestWorkflowEnvironment())
+		env.SetWorkerOptions(patient.WorkerOptions(gate))
+		env.RegisterWorkflowWithOptions(callsWorkflow, workflow.RegisterOptions{Name: "calls"})
+		env.RegisterActivity(h.tools)
+		env.SetStartWorkflowOptions(startOptions(id))
+		env.ExecuteWorkflow("calls", []call{{Activity: "ChargeCard", Key: bizKey, Charge: charge, MaxAttempts: 1}})
+		if !env.IsWorkflowCompleted() {
+			t.Fatalf("workflow %s did not complete", id)
+		}
+		var out []string
+		err := env.GetWorkflowError()
+		if err == nil {
+			err = env.GetWorkflowResult(&out)
+		}
+		return out, err
 	}
 }

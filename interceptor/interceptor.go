@@ -3,6 +3,7 @@ package interceptor
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	commonpb "go.temporal.io/api/common/v1"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
@@ -31,7 +32,8 @@ func newRoot(o Options) *root {
 type root struct {
 	sdkinterceptor.WorkerInterceptorBase
 	opts      Options
-	classes   sync.Map // activity name -> Classification
+	classes   sync.Map // activity name -> Classification; about maxCachedClasses at most (concurrent first calls may add a few more)
+	nclasses  atomic.Int64
 	pauses    pauseCache
 	giveBacks giveBacks
 	// inflight is the work that still needs the store (see inflight).
@@ -47,9 +49,20 @@ func (r *root) classify(name string) Classification {
 		return c.(Classification)
 	}
 	c := r.opts.Classify(name)
-	r.classes.Store(name, c)
+	// Bounded: with Options.ToolNames the name comes from arguments a model writes,
+	// and a model that invents names must not grow the worker's memory. Past the
+	// bound a name is classified on every call.
+	if r.nclasses.Load() < maxCachedClasses {
+		if _, loaded := r.classes.LoadOrStore(name, c); !loaded {
+			r.nclasses.Add(1)
+		}
+	}
 	return c
 }
+
+// maxCachedClasses bounds the classifications a gate keeps: far more than the
+// activity types and tools of any worker.
+const maxCachedClasses = 4096
 
 func (r *root) InterceptWorkflow(ctx workflow.Context, next sdkinterceptor.WorkflowInboundInterceptor) sdkinterceptor.WorkflowInboundInterceptor {
 	w := &workflowInbound{root: r}

@@ -534,6 +534,15 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 	}
 	p := &mcp.CallToolParams{Name: t.name, Arguments: args}
 	if key, ok := interceptor.KeyFromContext(ctx); ok && !readCall(ctx) {
+		if why := b.windowPassed(ctx); why != "" {
+			// Not NotSent: an earlier attempt may have reached the server; the key stays
+			// unknown until a person looks, as idemhttp does for a vendor's window.
+			observe(ctx, attempt.Observation{Outcome: attempt.Unknown, Detail: "withheld destructive retry: " + why})
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the retry was not "+
+				"sent: %s. Next step: an earlier attempt may have reached server %s: find out from its owner whether "+
+				"the tool acted (key %s), then settle the key (`idemgate resolve`)", t.activity, why, b.server, key),
+				"McpWindowPassed", nil)
+		}
 		p.Meta = mcp.Meta{MetaKey: key}
 		b.sending(ctx)
 	}
@@ -595,6 +604,29 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 func readCall(ctx context.Context) bool {
 	st, ok := attempt.FromContext(ctx)
 	return ok && st.Effect == interceptor.Read.String()
+}
+
+// windowPassed says why a destructive retry (an earlier attempt may have reached
+// the server with this key) must not leave now, or "" when the server still
+// remembers the key: the gate decided the re-send when the attempt claimed the key,
+// the call leaves when the body makes it, so the window is checked again here, by
+// the rule idemhttp applies to a vendor's window (attempt.InVendorWindow).
+func (b *Bridge) windowPassed(ctx context.Context) string {
+	st, ok := attempt.FromContext(ctx)
+	if !ok || st.Effect != "destructive" || !st.Retry {
+		return ""
+	}
+	switch w := b.opts.DedupWindow; {
+	case w <= 0:
+		return "server " + b.server + " does not deduplicate on the key (no Options.DedupWindow), so the retry would reach it as a second call"
+	case st.FirstClaimed.IsZero():
+		return "the attempt does not say when its key was first claimed, so the server's window cannot be checked"
+	case !attempt.InVendorWindow(st.FirstClaimed, time.Now(), w, st.Skew()):
+		return fmt.Sprintf("the key was first claimed at %s and server %s remembers keys for %s (a retry is sent only "+
+			"until %s before that ends, for clock skew), so it could run the tool again", st.FirstClaimed.UTC().Format(time.RFC3339),
+			b.server, w, 2*st.Skew())
+	}
+	return ""
 }
 
 // sending records, before the key leaves in _meta, the evidence a re-send relying on

@@ -19,6 +19,11 @@ var (
 	// backends wrap their connection and lock errors with it so operators can tell an
 	// outage from a bug.
 	ErrUnavailable = errors.New("idemgate/store: store unavailable")
+	// ErrClosed marks the errors of a store its owner closed (Close): nothing this
+	// process asks of it will be answered again. It comes with ErrUnavailable. The
+	// gate's background give-backs end on it instead of retrying for as long as the
+	// process lives.
+	ErrClosed = errors.New("idemgate/store: the store is closed")
 )
 
 // State is where a claim stands.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	addr     string // host:port/database, for messages; never the password
 	identity string // read at Open (schema version 8)
+	closed   atomic.Bool
 }
 
 var (
@@ -107,6 +109,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 
 // Close closes the pool, waiting for acquired connections to be released.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.pool.Close()
 	return nil
 }
@@ -598,6 +601,8 @@ func micro(t time.Time) time.Time { return time.UnixMicro(t.UnixMicro()).UTC() }
 func (s *Store) fail(op string, err error) error {
 	var pe *pgconn.PgError
 	switch {
+	case s.closed.Load():
+		return fmt.Errorf("idemgate/store/postgres: %s %s: %w: %w: %w", op, s.addr, store.ErrUnavailable, store.ErrClosed, err)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("idemgate/store/postgres: %s %s: %w", op, s.addr, err)
 	case errors.As(err, &pe):

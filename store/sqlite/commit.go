@@ -49,7 +49,7 @@ func (s *Store) write(ctx context.Context, op string, sync bool, fn func(context
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return fmt.Errorf("idemgate/store/sqlite: %s %s: %w: the store is closed", op, s.path, store.ErrUnavailable)
+		return fmt.Errorf("idemgate/store/sqlite: %s %s: %w: %w", op, s.path, store.ErrUnavailable, store.ErrClosed)
 	}
 	s.queue = append(s.queue, j)
 	if !s.committing {

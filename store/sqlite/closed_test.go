@@ -1,0 +1,28 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/sqlite"
+)
+
+// After Close a transition fails with store.ErrClosed (and store.ErrUnavailable), so
+// the gate's background give-backs end instead of retrying for the process's life.
+func TestClosedStoreSaysSo(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Release(context.Background(), store.Transition{Key: "k-closed-0001", Owner: "o", Now: time.Now()})
+	if !errors.Is(err, store.ErrClosed) || !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Release after Close = %v; want ErrClosed and ErrUnavailable", err)
+	}
+}
