@@ -2,6 +2,7 @@ package idemgatetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -53,6 +54,11 @@ func (k *Kit) watch(env *testsuite.TestWorkflowEnvironment) {
 func (k *Kit) completed(env *testsuite.TestWorkflowEnvironment, local bool, info *activity.Info, err error) {
 	name := info.ActivityType.Name
 	if sdkActivities[name] {
+		return
+	}
+	if errors.Is(err, activity.ErrResultPending) {
+		// Completed asynchronously later (env.CompleteActivity): that completion is
+		// reported again, and checked then.
 		return
 	}
 	id := attemptKey(local, info)
