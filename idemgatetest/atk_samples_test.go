@@ -77,4 +77,3 @@ func TestExpenseAsyncCompletionPasses(t *testing.T) {
 		t.Fatalf("no decision for the async activity")
 	}
 }
-
