@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/suite"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/idemgatetest"
@@ -77,3 +81,77 @@ func TestExpenseAsyncCompletionPasses(t *testing.T) {
 		t.Fatalf("no decision for the async activity")
 	}
 }
+
+// files is samples-go's fileprocessing activities, as struct methods.
+type files struct{ uploads int }
+
+func (f *files) DownloadFile(_ context.Context, name string) (string, error) {
+	return "/tmp/" + name, nil
+}
+func (f *files) ProcessFile(_ context.Context, path string) (string, error) {
+	return path + ".out", nil
+}
+func (f *files) UploadFile(_ context.Context, path string) error {
+	f.uploads++
+	return nil
+}
+
+func fileWorkflow(ctx workflow.Context, name string) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, HeartbeatTimeout: 2 * time.Second})
+	sctx, err := workflow.CreateSession(ctx, &workflow.SessionOptions{CreationTimeout: time.Minute, ExecutionTimeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	defer workflow.CompleteSession(sctx)
+	var f *files
+	var path, out string
+	if err := workflow.ExecuteActivity(sctx, f.DownloadFile, name).Get(sctx, &path); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(sctx, f.ProcessFile, path).Get(sctx, &out); err != nil {
+		return err
+	}
+	return workflow.ExecuteActivity(sctx, f.UploadFile, out).Get(sctx, nil)
+}
+
+// fileSuite is samples-go's testify suite shape: SetupTest makes the kit and the
+// environment, AfterTest asserts the mocks, each test sets its worker options.
+type fileSuite struct {
+	suite.Suite
+	k   *idemgatetest.Kit
+	env *testsuite.TestWorkflowEnvironment
+	f   *files
+}
+
+func (s *fileSuite) SetupTest() {
+	s.k = idemgatetest.New(s.T())
+	s.env = s.k.NewWorkflowEnvironment()
+	s.env.SetWorkerOptions(s.k.WorkerOptions(worker.Options{EnableSessionWorker: true}))
+	s.f = &files{}
+	s.env.RegisterWorkflow(fileWorkflow)
+	s.env.RegisterActivity(s.f)
+}
+
+func (s *fileSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
+
+func (s *fileSuite) TestReal() {
+	s.env.ExecuteWorkflow(fileWorkflow, "a.txt")
+	s.True(s.env.IsWorkflowCompleted())
+	s.NoError(s.env.GetWorkflowError())
+	s.Equal(1, s.f.uploads)
+	s.Len(s.k.Decisions("UploadFile"), 1)
+}
+
+func (s *fileSuite) TestMocked() {
+	s.env.OnActivity(s.f.DownloadFile, mock.Anything, "b.txt").Return("/mock/b", nil).Once()
+	s.env.OnActivity(s.f.ProcessFile, mock.Anything, "/mock/b").Return("/mock/b.out", nil).Once()
+	s.env.OnActivity(s.f.UploadFile, mock.Anything, "/mock/b.out").Return(nil).Once()
+	s.env.ExecuteWorkflow(fileWorkflow, "b.txt")
+	s.True(s.env.IsWorkflowCompleted())
+	s.NoError(s.env.GetWorkflowError())
+	s.Equal(0, s.f.uploads)
+	s.Len(s.k.Decisions("UploadFile"), 1)
+	s.Len(s.k.Decisions("DownloadFile"), 1)
+}
+
+func TestFileProcessingSuite(t *testing.T) { suite.Run(t, new(fileSuite)) }
