@@ -29,6 +29,7 @@ func TestRedactMoreForms(t *testing.T) {
 		{"a raw '/' in a password that begins with digits, inside text", "open store postgres://app:12/" + s + "@db/x: refused"},
 		{"a URL as the value of a lone key=value pair (--mcp NAME=URL)", "crm=http://u:" + s + "@h/mcp"},
 		{"a quoted URL as the value of a lone key=value pair", `server="https://h/mcp?access_token=` + s + `"`},
+		{"a raw space in a PostgreSQL password (storeopen prints the spec)", "postgres://app:p w " + s + "@db/x"},
 		{"JSON with a secret field", `config {"password":"` + s + `","host":"db"}`},
 	} {
 		if got := secrets.Redact(c.in); strings.Contains(got, s) {

@@ -23,7 +23,9 @@ const Mask = "xxxxx"
 //
 // Everything else is returned as it is: the user name, host and database stay.
 func Redact(s string) string {
-	if urlForm.MatchString(s) && !strings.ContainsAny(strings.TrimSpace(s), " \t\n") {
+	if urlForm.MatchString(s) && (!strings.ContainsAny(strings.TrimSpace(s), " \t\n") || pgSpec.MatchString(s)) {
+		// A PostgreSQL spec with a space is one spec whose password holds a raw space
+		// (postgres://app:p w@db/x): it does not parse, and is hidden up to its last '@'.
 		return redactURL(s)
 	}
 	if _, ok := KeyValues(s); ok {
@@ -136,6 +138,9 @@ func Secret(name string) bool {
 // secretWords, lower case without separators: a name containing one names a secret.
 var secretWords = []string{"password", "passwd", "passphrase", "pwd", "token", "secret", "apikey", "accesskey", "privatekey",
 	"clientkey", "signature", "credential", "auth", "sessionid", "sig", "jwt", "bearer", "cookie"}
+
+// pgSpec matches a PostgreSQL URL with user info.
+var pgSpec = regexp.MustCompile(`(?i)^\s*postgres(?:ql)?://[^/?#]*:[^@]*@`)
 
 // urlForm matches a string in URL form: a scheme, then "://".
 var urlForm = regexp.MustCompile(`^\s*[A-Za-z][A-Za-z0-9+.-]*://`)
