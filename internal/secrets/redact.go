@@ -28,6 +28,10 @@ func Redact(s string) string {
 		// (postgres://app:p w@db/x): it does not parse, and is hidden up to its last '@'.
 		return redactURL(s)
 	}
+	if m := bareUserInfo.FindStringSubmatch(s); m != nil {
+		// user:PW@host without a scheme (a DSN whose postgres:// was forgotten).
+		return m[1] + Mask + m[3]
+	}
 	if _, ok := KeyValues(s); ok {
 		return redactPairs(s) // a libpq DSN: its quoted values may hold anything
 	}
@@ -138,6 +142,10 @@ func Secret(name string) bool {
 // secretWords, lower case without separators: a name containing one names a secret.
 var secretWords = []string{"password", "passwd", "passphrase", "pwd", "token", "secret", "apikey", "accesskey", "privatekey",
 	"clientkey", "signature", "credential", "auth", "sessionid", "sig", "jwt", "bearer", "cookie"}
+
+// bareUserInfo matches a whole string that is user:password@host... without a
+// scheme; the password runs to the last '@'.
+var bareUserInfo = regexp.MustCompile(`^(\s*[^\s/:@=]+:)(\S*)(@[^\s@]*\s*)$`)
 
 // pgSpec matches a PostgreSQL URL with user info.
 var pgSpec = regexp.MustCompile(`(?i)^\s*postgres(?:ql)?://[^/?#]*:[^@]*@`)
