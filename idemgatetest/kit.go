@@ -24,6 +24,7 @@ import (
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/internal/gatehook"
 	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
@@ -155,9 +156,19 @@ func New(tb testing.TB, opts ...Option) *Kit {
 		k.suite.SetMetricsHandler(cfg.metrics)
 	}
 	if tb != nil {
+		tb.Cleanup(k.stop) // after the check (cleanups run last first)
 		tb.Cleanup(k.check)
 	}
 	return k
+}
+
+// stop ends the gate's background store work when the test ends: a give-back the
+// test's store outage (Store.FailWith) left retrying would go on for the rest of
+// the test binary, holding the kit.
+func (k *Kit) stop() {
+	if !gatehook.StopBackground(k.gate) {
+		k.fail(fmt.Errorf("idemgate/idemgatetest: the kit's gate is not one of package interceptor's (internal error)"))
+	}
 }
 
 // fail reports err from an activity's goroutine, where a test may not stop.
