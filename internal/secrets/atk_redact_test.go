@@ -3,6 +3,7 @@ package secrets_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/internal/secrets"
 )
@@ -49,6 +50,25 @@ func TestRedactMoreForms(t *testing.T) {
 	} {
 		if got := secrets.Redact(in); got != in {
 			t.Errorf("Redact(%q) = %q, want it unchanged", in, got)
+		}
+	}
+}
+
+// TestRedactLongTextIsFast: Redact runs on every line the worker logs; a long
+// query string or a=a=a=… must not take time quadratic in its length (80 kB took
+// minutes while pairs inside a value were redacted by recursion).
+func TestRedactLongTextIsFast(t *testing.T) {
+	for _, s := range []string{
+		strings.Repeat("a=", 40000),
+		strings.Repeat("a=b&", 20000),
+		strings.Repeat("a=a=http://", 7000),
+		strings.Repeat("--token a1 ", 8000),
+		strings.Repeat(`"k":"v",`, 10000),
+	} {
+		start := time.Now()
+		secrets.Redact(s)
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("Redact of %d bytes (%.12q…) took %v", len(s), s, d)
 		}
 	}
 }

@@ -168,13 +168,18 @@ func redactPairs(s string) string {
 	return kvPair.ReplaceAllStringFunc(s, func(m string) string {
 		sub := kvPair.FindStringSubmatch(m)
 		if !Secret(sub[1]) {
-			switch v := sub[3]; {
-			case strings.Contains(v, "://"):
+			v := sub[3]
+			inner := strings.TrimLeft(v, `"'`)
+			switch {
+			case urlForm.MatchString(inner):
 				// A URL as the value (mcp=http://u:PW@host/mcp), quoted or not.
-				return sub[1] + sub[2] + Redact(v)
-			case strings.Contains(v, "=") && !strings.HasPrefix(v, "'") && !strings.HasPrefix(v, `"`):
-				// A query string or form body: a=b&password=PW.
-				return sub[1] + sub[2] + redactPairs(v)
+				open := v[:len(v)-len(inner)]
+				u := strings.TrimRight(inner, `"'`)
+				return sub[1] + sub[2] + open + redactURL(u) + inner[len(u):]
+			case inner == v && strings.Contains(v, "="):
+				// A query string or form body: a=b&password=PW. (Not redactPairs again:
+				// nested, it took time quadratic in the length of a=a=a=….)
+				return sub[1] + sub[2] + redactQuery(v)
 			}
 			return m
 		}
