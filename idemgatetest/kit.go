@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
@@ -61,6 +62,9 @@ type Kit struct {
 	envValues []reflect.Value
 	// ungated holds the environments in which an activity completed without the gate.
 	ungated map[any]bool
+	// listeners holds the kit's activity-started listener of each workflow
+	// environment (the address of the closure), to tell whether the test replaced it.
+	listeners map[*testsuite.TestWorkflowEnvironment]unsafe.Pointer
 }
 
 type kind int
@@ -118,7 +122,8 @@ func New(tb testing.TB, opts ...Option) *Kit {
 		o(&cfg)
 	}
 	k := &Kit{Store: memory.New(), tb: tb, pending: map[string][]*injection{}, crashed: map[string]*injection{},
-		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}, ungated: map[any]bool{}}
+		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}, ungated: map[any]bool{},
+		listeners: map[*testsuite.TestWorkflowEnvironment]unsafe.Pointer{}}
 	o := cfg.opts
 	base, user := o.Now, o.Observer
 	if base == nil {
