@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/idemgate/idemgate/idemgatetest"
+	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -36,5 +37,37 @@ func TestOwnLocalListenerWithAPlainLocalMock(t *testing.T) {
 	}
 	if errs := r.finish(); len(errs) != 0 {
 		t.Fatalf("the kit failed a gated local activity: %q", errs)
+	}
+}
+
+// Read-backs by a generic tool activity's type (Options.ToolNames) cover its
+// tools: the gate records each call under the tool's name, and a test asking for
+// the activity type's decisions or receipts must not get an empty list (an assertion
+// that "nothing ran" would pass while both tools ran).
+func TestReadBackByToolActivityType(t *testing.T) {
+	c := &crm{runs: map[string]int{}}
+	r := newRecorder(t)
+	k := idemgatetest.New(r, idemgatetest.WithOptions(interceptor.Options{
+		ToolNames: map[string]interceptor.ToolName{"CallTool": {Prefix: "crm.", Fields: []string{"tool"}}}}))
+	env := k.NewWorkflowEnvironment()
+	env.RegisterWorkflow(toolWorkflow)
+	env.RegisterActivity(c)
+	env.ExecuteWorkflow(toolWorkflow)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range k.Decisions("CallTool") {
+		got = append(got, d.Activity+" "+d.Decision)
+	}
+	if want := []string{"crm.get_contact ran", "crm.delete_contact ran"}; !equal(got, want) {
+		t.Fatalf("Decisions(CallTool) = %v, want %v", got, want)
+	}
+	if rs := k.Receipts("CallTool"); len(rs) == 0 || len(rs) != len(k.Receipts("crm.delete_contact"))+len(k.Receipts("crm.get_contact")) {
+		t.Fatalf("Receipts(CallTool) = %d receipts, want those of both tools (%d and %d)", len(rs),
+			len(k.Receipts("crm.delete_contact")), len(k.Receipts("crm.get_contact")))
+	}
+	if errs := r.finish(); len(errs) != 0 {
+		t.Fatalf("failures %q", errs)
 	}
 }

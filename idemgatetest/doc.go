@@ -61,7 +61,8 @@
 // # Read-back
 //
 // Decisions lists the gate's decisions per activity (through
-// interceptor.Options.Observer), Receipts the receipts in the store, BodyRuns how
+// interceptor.Options.Observer), Receipts the receipts in the store (for a generic
+// tool activity, by tool, or by the activity type for all its tools), BodyRuns how
 // often the activity body ran and VendorCalls how many of its outgoing calls
 // through idemhttp reached a vendor (every call but one that certainly was not
 // sent). Every activity is counted; there is nothing to mark.
