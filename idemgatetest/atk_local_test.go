@@ -71,3 +71,28 @@ func TestReadBackByToolActivityType(t *testing.T) {
 		t.Fatalf("failures %q", errs)
 	}
 }
+
+// A pause of a generic tool activity's type (`idemgate pause --activity CallTool`,
+// the name an operator sees in Temporal) holds the writes of all its tools; it held
+// none (the gate matched pauses against the tool's name only), so the delete ran
+// during the pause.
+func TestPauseByToolActivityTypeHoldsItsTools(t *testing.T) {
+	c := &crm{runs: map[string]int{}}
+	r := newRecorder(t)
+	k := idemgatetest.New(r, idemgatetest.WithOptions(interceptor.Options{
+		ToolNames: map[string]interceptor.ToolName{"CallTool": {Prefix: "crm.", Fields: []string{"tool"}}}}))
+	k.Pause("CallTool", "incident 42: the CRM deletes the wrong contacts")
+	env := k.NewWorkflowEnvironment()
+	env.RegisterWorkflow(toolWorkflow)
+	env.RegisterActivity(c)
+	env.ExecuteWorkflow(toolWorkflow)
+	if err := env.GetWorkflowError(); interceptor.ErrorType(err) != interceptor.ErrTypeWriteGated {
+		t.Fatalf("workflow error %v, want %s", err, interceptor.ErrTypeWriteGated)
+	}
+	if c.runs["delete_contact"] != 0 || c.runs["get_contact"] != 1 {
+		t.Fatalf("runs %v: the paused delete ran, or the read was held", c.runs)
+	}
+	if errs := r.finish(); len(errs) != 0 {
+		t.Fatalf("failures %q", errs)
+	}
+}
