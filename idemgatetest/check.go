@@ -2,6 +2,7 @@ package idemgatetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -37,7 +38,10 @@ func attemptKey(local bool, info *activity.Info) string {
 // runs through the worker's interceptors (a plain value skips them); when one
 // completes, the kit checks that it went through the gate.
 func (k *Kit) watch(env *testsuite.TestWorkflowEnvironment) {
-	started := func(*activity.Info, context.Context, converter.EncodedValues) { k.gateMocks(env) }
+	started := k.startedListener(env)
+	k.mu.Lock()
+	k.listeners[env] = *(*unsafe.Pointer)(unsafe.Pointer(&started))
+	k.mu.Unlock()
 	env.SetOnActivityStartedListener(started)
 	env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []any) { k.gateMocks(env) })
 	env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, err error) {
@@ -48,11 +52,22 @@ func (k *Kit) watch(env *testsuite.TestWorkflowEnvironment) {
 	})
 }
 
+// startedListener is the kit's activity-started listener of env: it routes the
+// mocks of env through the gate.
+func (k *Kit) startedListener(env *testsuite.TestWorkflowEnvironment) func(*activity.Info, context.Context, converter.EncodedValues) {
+	return func(*activity.Info, context.Context, converter.EncodedValues) { k.gateMocks(env) }
+}
+
 // completed fails the test when the activity completed without reaching the kit's
 // first interceptor: the gate never saw it.
 func (k *Kit) completed(env *testsuite.TestWorkflowEnvironment, local bool, info *activity.Info, err error) {
 	name := info.ActivityType.Name
 	if sdkActivities[name] {
+		return
+	}
+	if errors.Is(err, activity.ErrResultPending) {
+		// Completed asynchronously later (env.CompleteActivity): that completion is
+		// reported again, and checked then.
 		return
 	}
 	id := attemptKey(local, info)
@@ -308,7 +323,10 @@ func (k *Kit) check() {
 				"in an activity environment, set no worker options of your own", env.Type().Elem().Name(), i+1))
 			continue
 		}
-		if wenv, ok := env.Interface().(*testsuite.TestWorkflowEnvironment); ok {
+		if wenv, ok := env.Interface().(*testsuite.TestWorkflowEnvironment); ok && !k.ownsStartedListener(wenv) {
+			// With the kit's listener in place, every regular activity's mock was made a
+			// function before it was called; a mock left with values was only called as a
+			// local activity, which the testsuite runs inside the interceptors.
 			for _, name := range plainMocksCalled(wenv) {
 				k.fail(fmt.Errorf("idemgate/idemgatetest: activity %s was mocked with OnActivity(...).Return(value) and called without "+
 					"passing the gate: the test replaced the kit's activity-started listener (SetOnActivityStartedListener), "+
@@ -369,6 +387,28 @@ func (k *Kit) runsKit(env reflect.Value) (runs, ok bool) {
 		}
 	}
 	return false, true
+}
+
+// ownsStartedListener reports whether env's activity-started listener is still the
+// kit's (false also when the testsuite's listener cannot be read).
+func (k *Kit) ownsStartedListener(env *testsuite.TestWorkflowEnvironment) bool {
+	impl := reflect.ValueOf(env).Elem().FieldByName("impl")
+	if !impl.IsValid() || impl.Kind() != reflect.Pointer || impl.IsNil() {
+		return false
+	}
+	shared := impl.Elem().FieldByName("testWorkflowEnvironmentShared")
+	if !shared.IsValid() || shared.Kind() != reflect.Pointer || shared.IsNil() {
+		return false
+	}
+	f := shared.Elem().FieldByName("onActivityStartedListener")
+	if !f.IsValid() || f.Kind() != reflect.Func || f.IsNil() {
+		return false
+	}
+	k.mu.Lock()
+	mine := k.listeners[env]
+	k.mu.Unlock()
+	// The same closure (its object's address), not only the same code.
+	return mine != nil && *(*unsafe.Pointer)(unsafe.Pointer(f.UnsafeAddr())) == mine
 }
 
 // plainMocksCalled lists the activities of env mocked with plain values that were

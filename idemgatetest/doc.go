@@ -58,10 +58,17 @@
 // or the test sets its own activity-started listener, a mocked activity that
 // skipped the gate fails the test instead.
 //
+// The testsuite consults a mock before the worker's interceptors run: a mock's
+// call count (Once, Times, AssertExpectations) and its Run callback count every
+// attempt Temporal made, including those the gate refused or answered from the
+// store. Count what was sent with BodyRuns, and give a mock that a retry must
+// reach no Once or Times limit (testify fails the retry before the gate sees it).
+//
 // # Read-back
 //
 // Decisions lists the gate's decisions per activity (through
-// interceptor.Options.Observer), Receipts the receipts in the store, BodyRuns how
+// interceptor.Options.Observer), Receipts the receipts in the store (for a generic
+// tool activity, by tool, or by the activity type for all its tools), BodyRuns how
 // often the activity body ran and VendorCalls how many of its outgoing calls
 // through idemhttp reached a vendor (every call but one that certainly was not
 // sent). Every activity is counted; there is nothing to mark.
@@ -77,6 +84,15 @@
 // The kit's environments allow for a busy machine: a deadlock detection timeout
 // of a minute (DeadlockDetectionTimeout) instead of the SDK's 1 s of wall clock,
 // and an idle timeout of five (TestTimeout).
+//
+// One kit is one store for all the environments it makes: each workflow
+// environment has a workflow ID of its own, but a business key
+// (interceptor.WithKey) is scoped by namespace and activity type only, and every
+// testsuite environment has the same namespace. Cases that must not share stored
+// results (table-driven cases with the same business key) each take a kit of their
+// own.
+//
+// New(nil) (for Example functions) runs none of the end-of-test checks.
 //
 // The kit's clock (Now) starts at the real time and jumps forward when an
 // injected crash needs its lease to pass; it is the gate's clock too.

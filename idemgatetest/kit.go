@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
+	"github.com/idemgate/idemgate/internal/gatehook"
 	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
@@ -46,9 +48,14 @@ type Kit struct {
 	pending   map[string][]*injection // activity -> its injections not applied yet, in order
 	crashed   map[string]*injection   // key -> crash whose store writes are dropped
 	decisions []interceptor.Decision
-	runs      map[string]int
-	calls     map[string]int
-	envs      int
+	// types are the activity types of decisions (by index): a generic tool
+	// activity's decisions name its tools (Options.ToolNames).
+	types []string
+	// tools holds the tools of each generic tool activity type that reached the gate.
+	tools map[string]map[string]bool
+	runs  map[string]int
+	calls map[string]int
+	envs  int
 	// seen holds the activities (attemptKey) that reached the kit's interceptor
 	// and whose completion the environment has not reported yet.
 	seen map[string]bool
@@ -60,6 +67,9 @@ type Kit struct {
 	envValues []reflect.Value
 	// ungated holds the environments in which an activity completed without the gate.
 	ungated map[any]bool
+	// listeners holds the kit's activity-started listener of each workflow
+	// environment (the address of the closure), to tell whether the test replaced it.
+	listeners map[*testsuite.TestWorkflowEnvironment]unsafe.Pointer
 }
 
 type kind int
@@ -117,7 +127,8 @@ func New(tb testing.TB, opts ...Option) *Kit {
 		o(&cfg)
 	}
 	k := &Kit{Store: memory.New(), tb: tb, pending: map[string][]*injection{}, crashed: map[string]*injection{},
-		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}, ungated: map[any]bool{}}
+		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}, ungated: map[any]bool{},
+		listeners: map[*testsuite.TestWorkflowEnvironment]unsafe.Pointer{}, tools: map[string]map[string]bool{}}
 	o := cfg.opts
 	base, user := o.Now, o.Observer
 	if base == nil {
@@ -130,8 +141,19 @@ func New(tb testing.TB, opts ...Option) *Kit {
 		return base().Add(k.offset)
 	}
 	o.Observer = func(ctx context.Context, d interceptor.Decision) {
+		typ := d.Activity
+		if activity.IsActivity(ctx) {
+			typ = activity.GetInfo(ctx).ActivityType.Name
+		}
 		k.mu.Lock()
 		k.decisions = append(k.decisions, d)
+		k.types = append(k.types, typ)
+		if typ != d.Activity {
+			if k.tools[typ] == nil {
+				k.tools[typ] = map[string]bool{}
+			}
+			k.tools[typ][d.Activity] = true
+		}
 		k.mu.Unlock()
 		if user != nil {
 			user(ctx, d)
@@ -155,9 +177,19 @@ func New(tb testing.TB, opts ...Option) *Kit {
 		k.suite.SetMetricsHandler(cfg.metrics)
 	}
 	if tb != nil {
+		tb.Cleanup(k.stop) // after the check (cleanups run last first)
 		tb.Cleanup(k.check)
 	}
 	return k
+}
+
+// stop ends the gate's background store work when the test ends: a give-back the
+// test's store outage (Store.FailWith) left retrying would go on for the rest of
+// the test binary, holding the kit.
+func (k *Kit) stop() {
+	if !gatehook.StopBackground(k.gate) {
+		k.fail(fmt.Errorf("idemgate/idemgatetest: the kit's gate is not one of package interceptor's (internal error)"))
+	}
 }
 
 // fail reports err from an activity's goroutine, where a test may not stop.
@@ -354,26 +386,43 @@ func (k *Kit) Resume(activity string) {
 	}
 }
 
-// Decisions lists the gate's decisions for activity ("" for every activity), in order.
+// Decisions lists the gate's decisions for activity ("" for every activity), in
+// order. activity is an activity type or, for a generic tool activity
+// (Options.ToolNames), one tool as the gate names it ("crm.delete_contact"); the
+// activity type lists the decisions of all its tools.
 func (k *Kit) Decisions(activity string) []interceptor.Decision {
 	k.name("Decisions", activity)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out []interceptor.Decision
-	for _, d := range k.decisions {
-		if activity == "" || d.Activity == activity {
+	for i, d := range k.decisions {
+		if activity == "" || d.Activity == activity || k.types[i] == activity {
 			out = append(out, d)
 		}
 	}
 	return out
 }
 
-// Receipts lists the receipts stored for activity ("" for every activity), oldest first.
+// Receipts lists the receipts stored for activity ("" for every activity), oldest
+// first; a generic tool activity's type lists those of all its tools.
 func (k *Kit) Receipts(activity string) []store.Receipt {
 	k.name("Receipts", activity)
-	rs, err := k.Store.Receipts(context.Background(), store.ReceiptFilter{Activity: activity})
-	if err != nil {
-		k.fatal(fmt.Errorf("idemgate/idemgatetest: receipts of %s: %w", activity, err))
+	names := []string{activity}
+	k.mu.Lock()
+	for tool := range k.tools[activity] {
+		names = append(names, tool)
+	}
+	k.mu.Unlock()
+	var rs []store.Receipt
+	for _, name := range names {
+		got, err := k.Store.Receipts(context.Background(), store.ReceiptFilter{Activity: name})
+		if err != nil {
+			k.fatal(fmt.Errorf("idemgate/idemgatetest: receipts of %s: %w", name, err))
+		}
+		rs = append(rs, got...)
+	}
+	if len(names) > 1 {
+		slices.SortStableFunc(rs, func(a, b store.Receipt) int { return a.Time.Compare(b.Time) })
 	}
 	return rs
 }

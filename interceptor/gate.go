@@ -120,7 +120,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	if h.Rerun != nil && !h.Rerun.Allows(c.effect) {
 		return nil, c.gated(*h.Rerun)
 	}
-	if p, ok := r.paused(ctx, c.name, c.effect); ok {
+	if p, ok := r.paused(ctx, c.name, info.ActivityType.Name, c.effect); ok {
 		return nil, c.pausedWrite(p)
 	}
 

@@ -33,8 +33,9 @@ type pauseCache struct {
 	firstOnce sync.Once
 }
 
-// paused returns the pause that withholds a write of this activity and effect.
-func (r *root) paused(ctx context.Context, activityName string, effect Effect) (store.Pause, bool) {
+// paused returns the pause that withholds a write of this activity (by the name the
+// gate records, or by its activity type) and effect.
+func (r *root) paused(ctx context.Context, activityName, activityType string, effect Effect) (store.Pause, bool) {
 	pc := &r.pauses
 	pc.mu.Lock()
 	never := pc.read.IsZero()
@@ -67,7 +68,9 @@ func (r *root) paused(ctx context.Context, activityName string, effect Effect) (
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	for _, p := range pc.pauses {
-		if p.Matches(activityName, effect.String()) {
+		// A generic tool activity's call is paused by its tool's name or by its
+		// activity type (the name an operator sees in Temporal).
+		if p.Matches(activityName, effect.String()) || p.Matches(activityType, effect.String()) {
 			return p, true
 		}
 	}

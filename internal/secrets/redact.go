@@ -23,8 +23,14 @@ const Mask = "xxxxx"
 //
 // Everything else is returned as it is: the user name, host and database stay.
 func Redact(s string) string {
-	if urlForm.MatchString(s) && !strings.ContainsAny(strings.TrimSpace(s), " \t\n") {
+	if urlForm.MatchString(s) && (!strings.ContainsAny(strings.TrimSpace(s), " \t\n") || pgSpec.MatchString(s)) {
+		// A PostgreSQL spec with a space is one spec whose password holds a raw space
+		// (postgres://app:p w@db/x): it does not parse, and is hidden up to its last '@'.
 		return redactURL(s)
+	}
+	if m := bareUserInfo.FindStringSubmatch(s); m != nil {
+		// user:PW@host without a scheme (a DSN whose postgres:// was forgotten).
+		return m[1] + Mask + m[3]
 	}
 	if _, ok := KeyValues(s); ok {
 		return redactPairs(s) // a libpq DSN: its quoted values may hold anything
@@ -33,13 +39,60 @@ func Redact(s string) string {
 	var b strings.Builder
 	last := 0
 	for _, m := range urlInText.FindAllStringIndex(s, -1) {
-		b.WriteString(redactPairs(s[last:m[0]]))
+		b.WriteString(redactText(s[last:m[0]]))
 		b.WriteString(redactURL(s[m[0]:m[1]]))
 		last = m[1]
 	}
-	b.WriteString(redactPairs(s[last:]))
+	b.WriteString(redactText(s[last:]))
 	return b.String()
 }
+
+// redactText hides the secrets of text that holds no URL: key=value pairs, JSON
+// fields, Authorization headers and bearer tokens, and command-line flags with a
+// secret's name followed by their value (a stdio MCP server's command).
+func redactText(s string) string {
+	s = redactPairs(s)
+	mask := func(re *regexp.Regexp, s string, keep func(sub []string) bool) string {
+		return re.ReplaceAllStringFunc(s, func(m string) string {
+			sub := re.FindStringSubmatch(m)
+			if keep(sub) {
+				return m
+			}
+			return sub[1] + Mask + sub[len(sub)-1]
+		})
+	}
+	if strings.Contains(s, ":") {
+		s = mask(jsonPair, s, func(sub []string) bool { return !Secret(sub[2]) })
+	}
+	s = mask(bearer, s, func(sub []string) bool { return !tokenLike(sub[2]) })
+	s = mask(flagValue, s, func(sub []string) bool {
+		return !Secret(strings.TrimLeft(sub[2], "-")) || !tokenLike(sub[3])
+	})
+	return s
+}
+
+// tokenLike reports whether v may be a secret rather than a word of a sentence: it
+// has a character other than a letter, or is long.
+func tokenLike(v string) bool {
+	if len(v) >= 12 {
+		return true
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonPair matches a JSON field with a string value ("password":"PW").
+var jsonPair = regexp.MustCompile(`("([^"\\]{1,64})"\s*:\s*")((?:[^"\\]|\\.)*)(")`)
+
+// bearer matches the credential of an Authorization header or a bearer token.
+var bearer = regexp.MustCompile(`(?i)((?:\bauthorization\s*:\s*(?:[a-z]+\s+)?|\bbearer\s+))([^\s"',;]+)()`)
+
+// flagValue matches a command-line flag and the value after it (--api-key KEY).
+var flagValue = regexp.MustCompile(`((?:^|\s)(--?[A-Za-z][\w.-]*)\s+)([^\s-][^\s]*)()`)
 
 // Scrub is Redact for text that may echo the secrets of specs in another form
 // (decoded, escaped, quoted apart from their URL): it also replaces every secret
@@ -75,7 +128,7 @@ func (e scrubbed) Unwrap() error { return e.err }
 func Secret(name string) bool {
 	n := strings.ToLower(name)
 	n = strings.NewReplacer("-", "", "_", "", ".", "").Replace(n)
-	if n == "key" || n == "code" { // Google's ?key=API_KEY; an OAuth authorization code
+	if n == "key" || n == "code" || n == "pass" || n == "pw" { // Google's ?key=API_KEY; an OAuth authorization code
 		return true
 	}
 	for _, w := range secretWords {
@@ -87,8 +140,15 @@ func Secret(name string) bool {
 }
 
 // secretWords, lower case without separators: a name containing one names a secret.
-var secretWords = []string{"password", "passwd", "pwd", "token", "secret", "apikey", "accesskey", "privatekey",
+var secretWords = []string{"password", "passwd", "passphrase", "pwd", "token", "secret", "apikey", "accesskey", "privatekey",
 	"clientkey", "signature", "credential", "auth", "sessionid", "sig", "jwt", "bearer", "cookie"}
+
+// bareUserInfo matches a whole string that is user:password@host... without a
+// scheme; the password runs to the last '@'.
+var bareUserInfo = regexp.MustCompile(`^(\s*[^\s/:@=]+:)(\S*)(@[^\s@]*\s*)$`)
+
+// pgSpec matches a PostgreSQL URL with user info.
+var pgSpec = regexp.MustCompile(`(?i)^\s*postgres(?:ql)?://[^/?#]*:[^@]*@`)
 
 // urlForm matches a string in URL form: a scheme, then "://".
 var urlForm = regexp.MustCompile(`^\s*[A-Za-z][A-Za-z0-9+.-]*://`)
@@ -96,9 +156,10 @@ var urlForm = regexp.MustCompile(`^\s*[A-Za-z][A-Za-z0-9+.-]*://`)
 // urlInText matches a URL inside text, up to a space or a quote.
 var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>` + "`" + `]+`)
 
-// kvPair matches a key=value pair; the value is quoted ('...' with backslash
-// escapes, possibly unterminated) or runs to the next space, as in libpq's form.
-var kvPair = regexp.MustCompile(`([A-Za-z_][\w.-]*)(\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:[^\s\\]|\\.)*\\?)`)
+// kvPair matches a key=value pair; the value is quoted ('...' as in libpq's form,
+// or "..." as in logfmt, with backslash escapes, possibly unterminated) or runs to
+// the next space.
+var kvPair = regexp.MustCompile(`([A-Za-z_][\w.-]*)(\s*=\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|(?:[^\s\\]|\\.)*\\?)`)
 
 func redactPairs(s string) string {
 	if !strings.Contains(s, "=") {
@@ -107,9 +168,20 @@ func redactPairs(s string) string {
 	return kvPair.ReplaceAllStringFunc(s, func(m string) string {
 		sub := kvPair.FindStringSubmatch(m)
 		if !Secret(sub[1]) {
-			// A URL under another key (NAME=URL, url=… in a log line) keeps its
-			// credentials hidden as anywhere else.
-			return sub[1] + sub[2] + urlInText.ReplaceAllStringFunc(sub[3], redactURL)
+			v := sub[3]
+			inner := strings.TrimLeft(v, `"'`)
+			switch {
+			case urlForm.MatchString(inner):
+				// A URL as the value (mcp=http://u:PW@host/mcp), quoted or not.
+				open := v[:len(v)-len(inner)]
+				u := strings.TrimRight(inner, `"'`)
+				return sub[1] + sub[2] + open + redactURL(u) + inner[len(u):]
+			case inner == v && strings.Contains(v, "="):
+				// A query string or form body: a=b&password=PW. (Not redactPairs again:
+				// nested, it took time quadratic in the length of a=a=a=….)
+				return sub[1] + sub[2] + redactQuery(v)
+			}
+			return m
 		}
 		return sub[1] + sub[2] + Mask
 	})
@@ -117,7 +189,7 @@ func redactPairs(s string) string {
 
 func redactURL(s string) string {
 	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil || u.Opaque != "" {
+	if err != nil || u.Opaque != "" || rawUserInfo(u, s) {
 		// Not a URL Go can parse: hide everything that may be a password, from the
 		// first ':' after the scheme to the last '@'.
 		scheme, rest, _ := strings.Cut(s, "://")
@@ -129,13 +201,38 @@ func redactURL(s string) string {
 		return scheme + "://" + redactQuery(rest)
 	}
 	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
+		switch p, ok := u.User.Password(); {
+		case ok && p == "" && u.User.Username() != "" && webSchemes[strings.ToLower(u.Scheme)]:
+			// The key is the user name (Stripe's basic auth: https://sk_live_…:@host).
+			u.User = url.UserPassword(Mask, "")
+		case ok:
 			u.User = url.UserPassword(u.User.Username(), Mask)
+		case webSchemes[strings.ToLower(u.Scheme)] && u.User.Username() != "":
+			// A token as the user name (https://TOKEN@github.com/…): web servers take no
+			// other kind of user name in a URL.
+			u.User = url.User(Mask)
 		}
 	}
 	u.RawQuery = redactQuery(u.RawQuery)
 	u.Fragment, u.RawFragment = redactFragment(u.Fragment), ""
 	return u.String()
+}
+
+var webSchemes = map[string]bool{"http": true, "https": true, "ws": true, "wss": true}
+
+// rawUserInfo reports whether a PostgreSQL URL that parsed without user info has
+// an '@' later on: a password written with a raw '#', '?' or '/' in it
+// (postgres://app:12#PW@db/x parses as host "app:12" and fragment "PW@db/x").
+func rawUserInfo(u *url.URL, s string) bool {
+	if u.User != nil {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "postgres", "postgresql":
+		_, rest, _ := strings.Cut(s, "://")
+		return strings.Contains(rest, "@")
+	}
+	return false
 }
 
 // redactFragment hides secret parameters in a fragment (#access_token=… of an
@@ -154,21 +251,33 @@ func redactQuery(s string) string {
 	if !found {
 		q, head = head, ""
 	}
-	parts := strings.Split(q, "&")
-	for i, p := range parts {
+	// Parameters are separated by '&', or by '\u0026' as encoding/json writes it.
+	var b strings.Builder
+	for len(q) > 0 {
+		end, next := len(q), len(q)
+		if i := querySep.FindStringIndex(q); i != nil {
+			end, next = i[0], i[1]
+		}
+		p := q[:end]
 		k, _, ok := strings.Cut(p, "=")
 		if uk, err := url.QueryUnescape(k); err == nil {
 			k = uk
 		}
 		if ok && Secret(k) {
-			parts[i] = p[:strings.Index(p, "=")+1] + Mask
+			p = p[:strings.Index(p, "=")+1] + Mask
 		}
+		b.WriteString(p)
+		b.WriteString(q[end:next])
+		q = q[next:]
 	}
 	if !found {
-		return strings.Join(parts, "&")
+		return b.String()
 	}
-	return head + "?" + strings.Join(parts, "&")
+	return head + "?" + b.String()
 }
+
+// querySep matches a separator of query parameters.
+var querySep = regexp.MustCompile(`&|\\u0026`)
 
 // Values returns the secrets in spec (a URL, a key=value DSN, or text holding
 // them) as written and decoded, so text that echoes one in another form can be
