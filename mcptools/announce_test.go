@@ -3,13 +3,16 @@ package mcptools_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	mgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/mcptools"
 )
 
@@ -130,5 +133,53 @@ func TestDedupAnnouncementLeavesTheServerAlone(t *testing.T) {
 	}
 	if len(own) != 1 {
 		t.Errorf("the server's own map was changed: %v", own)
+	}
+}
+
+// TestDedupServerPassesHandlerCodesOn: a handler on a server that runs Dedup may
+// return one of Dedup's codes itself after it acted (-32041 is any server's to use).
+// The bridge, told the server runs Dedup, read it as Dedup's "key used with other
+// arguments", a definite outcome, and released the key; Dedup now passes such an
+// error on as -32603: an unknown outcome.
+func TestDedupServerPassesHandlerCodesOn(t *testing.T) {
+	for _, code := range []int64{mcptools.CodeConflict, mcptools.CodeInFlight, mcptools.CodeOutcomeUnknown} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			s := newTestServer(t, mcptools.NewDedup(time.Hour), toolSpec{name: "send_payment",
+				handle: failAfterActing(&jsonrpc.Error{Code: code, Message: "ledger replica lagging"})})
+			b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{DedupWindow: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Session().Close()
+			if got, err := observed(t, b, "mcp.pay.send_payment"); got != attempt.Unknown {
+				t.Errorf("outcome %s, want unknown (the handler's own error after it acted): %v", got, err)
+			}
+		})
+	}
+}
+
+// TestFullDedupIsNotPerformed: a server whose Dedup is full refuses a new key before
+// the tool runs; the bridge reads that as not performed (the gate may retry).
+func TestFullDedupIsNotPerformed(t *testing.T) {
+	s := newTestServer(t, mcptools.NewDedupWith(mcptools.DedupOptions{Window: time.Hour, MaxEntries: 1}),
+		toolSpec{name: "send_payment"})
+	b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{DedupWindow: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Session().Close()
+	t.Run("first", func(t *testing.T) {
+		if got, err := observed(t, b, "mcp.pay.send_payment"); got != attempt.Committed {
+			t.Fatalf("outcome %s: %v", got, err)
+		}
+	})
+	t.Run("second", func(t *testing.T) {
+		got, err := observed(t, b, "mcp.pay.send_payment")
+		if got != attempt.Rejected || !got.Definite() || err == nil || !strings.Contains(err.Error(), "Dedup is full") {
+			t.Fatalf("outcome %s (%v); want a definite refusal: the tool did not run", got, err)
+		}
+	})
+	if _, n := s.seen(); n["send_payment"] != 1 {
+		t.Errorf("the tool ran %d times, want 1", n["send_payment"])
 	}
 }
