@@ -6,7 +6,16 @@
 // it contains), sends the idempotency key of a write (never of a read) in the
 // request's _meta under MetaKey, and reports to the gate whether a failed call may
 // have acted. Dedup is the server side: middleware for MCP servers built with the
-// same SDK that answers a repeated key from its store.
+// same SDK that answers a repeated key from its store, within bounds, and announces
+// itself and its window in the server's capabilities (CapabilityDedup).
+//
+// # Re-sending on the server's word
+//
+// Options.DedupWindow lets the gate re-send an unknown outcome with its key inside
+// the window, relying on the server's Dedup. It rests on evidence twice: New and
+// Dial accept it only from a server that announces Dedup for at least that window
+// (none built with another SDK can), and the bridge records in the claim, before
+// the key leaves, that it left through the bridge to that server.
 //
 // # What counts as not performed
 //
