@@ -5,15 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	mgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/mcptools"
+	"github.com/idemgate/idemgate/store/memory"
 )
 
 // TestDedupWindowNeedsADedupServer: Options.DedupWindow (worker --mcp-dedup) was the
@@ -181,5 +185,69 @@ func TestFullDedupIsNotPerformed(t *testing.T) {
 	})
 	if _, n := s.seen(); n["send_payment"] != 1 {
 		t.Errorf("the tool ran %d times, want 1", n["send_payment"])
+	}
+}
+
+// TestDedupRestartedSinceTheKeyLeft: Dedup keeps its keys in memory. The tool acted
+// and the worker lost the answer; the server then restarted (a new Dedup, empty,
+// announcing the same window) and the gate re-sent the call inside the window: the
+// new Dedup ran it again. The re-send now carries MetaSentSince, and a Dedup that
+// started after the key may first have left, holding nothing for it, answers
+// CodeOutcomeUnknown without running it.
+func TestDedupRestartedSinceTheKeyLeft(t *testing.T) {
+	const name = "mcp.billing.refund_payment"
+	var mu sync.Mutex
+	effects := 0
+	serve := func() (*mcptools.Bridge, error) { // a fresh server process: its own Dedup
+		srv := mcp.NewServer(&mcp.Implementation{Name: "billing", Version: "v1"}, nil)
+		srv.AddReceivingMiddleware(mcptools.NewDedup(time.Hour).Middleware)
+		srv.AddTool(&mcp.Tool{Name: "refund_payment", InputSchema: &jsonschema.Schema{Type: "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				mu.Lock()
+				effects++
+				mu.Unlock()
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded"}}}, nil
+			})
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(context.Background(), st, nil)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { ss.Close() })
+		return mcptools.Dial(context.Background(), "billing", ct, mcptools.Options{DedupWindow: time.Hour})
+	}
+	b1, err := serve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b1.Session().Close()
+	restartedAfterActing := func(r mcptools.Registry) {
+		r.RegisterActivityWithOptions(func(ctx context.Context, args map[string]any) (*mcptools.Result, error) {
+			if activityAttempt(ctx) == 1 {
+				if _, err := b1.Call(ctx, name, args); err != nil {
+					return nil, err
+				}
+				return nil, errors.New("worker stopped: the answer was lost")
+			}
+			b2, err := serve() // the server restarted since
+			if err != nil {
+				return nil, err
+			}
+			defer b2.Session().Close()
+			return b2.Call(ctx, name, args)
+		}, activityRegisterOptions(name))
+	}
+	// The tightest clock bound, so that the restart (a moment after the first call)
+	// counts as after it.
+	opts := interceptor.Options{Store: memory.New(), ClockSkew: time.Nanosecond}
+	b1.Apply(&opts)
+	_, err = runCall(t, opts, restartedAfterActing, name, map[string]any{"payment": "py_1", "amount": 500})
+	mu.Lock()
+	defer mu.Unlock()
+	if effects != 1 {
+		t.Errorf("the refund ran %d times; want 1 (the restarted server's Dedup did not see the first call)", effects)
+	}
+	if err == nil || !strings.Contains(err.Error(), "before this server's Dedup started") {
+		t.Errorf("want the re-send refused as an unknown outcome, got %v", err)
 	}
 }

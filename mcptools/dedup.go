@@ -63,7 +63,9 @@ type DedupOptions struct {
 // after the tool acted: the key is kept, and a repeat is answered with
 // CodeOutcomeUnknown, never run again. A finished call is forgotten after the window;
 // a running one never is. A call without a key runs as usual. The store is in
-// memory: one server process (a restart forgets every key).
+// memory: one server process (a restart forgets every key; so a re-send that says
+// when its key may first have left, MetaSentSince, to a Dedup started after that
+// which holds nothing for the key is answered CodeOutcomeUnknown, not run).
 //
 // What Dedup keeps is bounded (DedupOptions.MaxEntries, MaxBytes): past a bound, a
 // call with a new key is refused with JSON-RPC -32600 (invalid request) before its
@@ -86,6 +88,7 @@ type Dedup struct {
 	maxEntries int
 	maxBytes   int64
 	now        func() time.Time
+	started    time.Time // when this Dedup began to keep keys
 
 	mu      sync.Mutex
 	entries map[dedupScope]*dedupEntry
@@ -153,7 +156,7 @@ func NewDedupWith(o DedupOptions) *Dedup {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultDedupMaxBytes
 	}
-	return &Dedup{window: o.Window, maxEntries: o.MaxEntries, maxBytes: o.MaxBytes, now: time.Now,
+	return &Dedup{window: o.Window, maxEntries: o.MaxEntries, maxBytes: o.MaxBytes, now: time.Now, started: time.Now(),
 		entries: map[dedupScope]*dedupEntry{}}
 }
 
@@ -265,6 +268,18 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return replay, nil
 		}
 		d.mu.Unlock()
+		if v, _ := p.Meta[MetaSentSince].(string); v != "" {
+			// A re-send: the key may have left at since. A Dedup that started after
+			// that and holds nothing for it may have lost the earlier call's record (a
+			// restart): running the call could run it twice.
+			since, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil || d.started.After(since) {
+				return nil, &jsonrpc.Error{Code: CodeOutcomeUnknown, Message: fmt.Sprintf("idempotency key %s: tool "+
+					"%s may have been called with it (from %s on) before this server's Dedup started (%s), which "+
+					"holds nothing for it; not run. Next step: find out whether the tool acted, then settle the key on "+
+					"the caller's side", key, p.Name, v, d.started.UTC().Format(time.RFC3339))}
+			}
+		}
 		hash, err := argsHash(p.Arguments)
 		if err != nil {
 			return nil, invalidArgs(p.Name, err)

@@ -74,6 +74,14 @@ import (
 // MetaKey is the _meta entry of a tools/call request that carries the idempotency key.
 const MetaKey = "io.idemgate/idempotency-key"
 
+// MetaSentSince, in the _meta of a keyed tools/call the gate re-sends relying on the
+// server's Dedup (a retry of a destructive write), is the earliest time (RFC 3339,
+// minus the gate's clock margin) the key may have left before. A Dedup that started
+// after it and holds nothing for the key may have been restarted (its store is in
+// memory) since an earlier call ran: it answers CodeOutcomeUnknown and does not run
+// the call.
+const MetaSentSince = "io.idemgate/sent-since"
+
 // MetaReplayed is set (true) in a result's _meta when Dedup answered from its store.
 const MetaReplayed = "io.idemgate/replayed"
 
@@ -592,6 +600,11 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 	p := &mcp.CallToolParams{Name: t.name, Arguments: args}
 	if key, ok := interceptor.KeyFromContext(ctx); ok && !readCall(ctx) {
 		p.Meta = mcp.Meta{MetaKey: key}
+		if st, ok := attempt.FromContext(ctx); ok && st.Retry && st.RecordSent != nil && !st.FirstClaimed.IsZero() {
+			// A re-send relying on the server's Dedup: it must have run since the key
+			// may first have left.
+			p.Meta[MetaSentSince] = st.FirstClaimed.Add(-2 * st.Skew()).UTC().Format(time.RFC3339Nano)
+		}
 		b.sending(ctx)
 	}
 	// How many HTTP requests of this call got a connection: a refused dial proves
