@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -17,6 +18,30 @@ import (
 
 // DefaultDedupWindow is how long Dedup remembers a finished call when no window is given.
 const DefaultDedupWindow = 24 * time.Hour
+
+// Dedup's default bounds (DedupOptions): past either, new keyed calls are refused.
+const (
+	DefaultDedupMaxEntries = 100_000
+	DefaultDedupMaxBytes   = 64 << 20
+)
+
+// CapabilityDedup is the key under which Dedup announces itself in the server's
+// capabilities.experimental (its answer to initialize and to server/discover), with
+// its window: {"windowSeconds": N}. A Bridge accepts Options.DedupWindow only from a
+// server that announces it, for at least that long.
+const CapabilityDedup = "io.idemgate/dedup"
+
+// DedupOptions configures a Dedup (NewDedupWith). The zero value is the defaults.
+type DedupOptions struct {
+	// Window is how long a finished call is remembered. 0: DefaultDedupWindow.
+	Window time.Duration
+	// MaxEntries bounds the calls kept at once (running and finished, in every
+	// scope). 0: DefaultDedupMaxEntries.
+	MaxEntries int
+	// MaxBytes bounds the bytes kept: the stored answers (as JSON), the failures and
+	// the keys. 0: DefaultDedupMaxBytes.
+	MaxBytes int64
+}
 
 // Dedup is the server side of the key: middleware for an MCP server built with the
 // go-sdk that deduplicates tools/call requests carrying MetaKey in their _meta.
@@ -38,16 +63,46 @@ const DefaultDedupWindow = 24 * time.Hour
 // after the tool acted: the key is kept, and a repeat is answered with
 // CodeOutcomeUnknown, never run again. A finished call is forgotten after the window;
 // a running one never is. A call without a key runs as usual. The store is in
-// memory: one server process.
+// memory: one server process (a restart forgets every key; so a re-send that says
+// when its key may first have left, MetaSentSince, to a Dedup started after that
+// which holds nothing for the key is answered CodeOutcomeUnknown, not run).
+//
+// What Dedup keeps is bounded (DedupOptions.MaxEntries, MaxBytes): past a bound, a
+// call with a new key is refused with JSON-RPC -32600 (invalid request) before its
+// tool runs, which the gate reads as not performed and may retry; a stored answer, a
+// running call and an unknown outcome are never dropped to make room (forgetting one
+// would let its retry run again), they leave only when their window passes. A
+// handler's own error with one of Dedup's codes (CodeInFlight, CodeConflict,
+// CodeOutcomeUnknown) is passed on as -32603, so from a server that runs Dedup those
+// codes are Dedup's.
+//
+// Dedup announces itself and its window in the server's capabilities
+// (CapabilityDedup): a Bridge refuses Options.DedupWindow from a server without it.
+// Arguments are compared as Go's encoding/json reads them (a duplicate object key
+// keeps its last value; invalid UTF-8 reads as U+FFFD), as a go-sdk typed handler
+// sees them.
 //
 //	server.AddReceivingMiddleware(mcptools.NewDedup(0).Middleware)
 type Dedup struct {
-	window time.Duration
-	now    func() time.Time
+	window     time.Duration
+	maxEntries int
+	maxBytes   int64
+	now        func() time.Time
+	started    time.Time // when this Dedup began to keep keys
 
 	mu      sync.Mutex
 	entries map[dedupScope]*dedupEntry
-	swept   time.Time
+	bytes   int64 // the sum of the entries' sizes
+	// done holds finished entries in the order they finished, which (one window for
+	// all) is the order they expire in; from head on. An entry already gone from
+	// entries (or replaced there) is skipped.
+	done []doneEntry
+	head int
+}
+
+type doneEntry struct {
+	sk dedupScope
+	e  *dedupEntry
 }
 
 // dedupScope is what a stored answer is kept under.
@@ -75,29 +130,100 @@ type dedupEntry struct {
 	replay  *mcp.CallToolResult // the stored result, marked MetaReplayed
 	failure string
 	expires time.Time
+	size    int64 // counted in Dedup.bytes
 }
 
-// NewDedup returns a Dedup that remembers finished calls for window (0: DefaultDedupWindow).
+// entryOverhead is what an entry costs besides its answer and its scope's strings.
+const entryOverhead = 256
+
+// maxFailure bounds the failure text an unknown outcome keeps.
+const maxFailure = 1024
+
+// NewDedup returns a Dedup that remembers finished calls for window (0:
+// DefaultDedupWindow), within the default bounds.
 func NewDedup(window time.Duration) *Dedup {
-	if window <= 0 {
-		window = DefaultDedupWindow
+	return NewDedupWith(DedupOptions{Window: window})
+}
+
+// NewDedupWith returns a Dedup configured by o (negative values count as 0).
+func NewDedupWith(o DedupOptions) *Dedup {
+	if o.Window <= 0 {
+		o.Window = DefaultDedupWindow
 	}
-	return &Dedup{window: window, now: time.Now, entries: map[dedupScope]*dedupEntry{}}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultDedupMaxEntries
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultDedupMaxBytes
+	}
+	return &Dedup{window: o.Window, maxEntries: o.MaxEntries, maxBytes: o.MaxBytes, now: time.Now, started: time.Now(),
+		entries: map[dedupScope]*dedupEntry{}}
+}
+
+// Window is how long d remembers a finished call (what it announces).
+func (d *Dedup) Window() time.Duration { return d.window }
+
+// announce adds CapabilityDedup to the capabilities of res, the server's answer to
+// initialize or server/discover (a copy: the server's own map is not changed).
+func (d *Dedup) announce(res mcp.Result) {
+	var caps **mcp.ServerCapabilities
+	switch r := res.(type) {
+	case *mcp.InitializeResult:
+		caps = &r.Capabilities
+	case *mcp.DiscoverResult:
+		caps = &r.Capabilities
+	default:
+		return
+	}
+	c := &mcp.ServerCapabilities{}
+	if *caps != nil {
+		cp := **caps
+		c = &cp
+	}
+	c.Experimental = maps.Clone(c.Experimental)
+	if c.Experimental == nil {
+		c.Experimental = map[string]any{}
+	}
+	c.Experimental[CapabilityDedup] = map[string]any{"windowSeconds": d.window.Seconds()}
+	*caps = c
+}
+
+// ownCodes passes a handler's error on, turning one of Dedup's codes into -32603 so
+// that a client reads those codes from this server as Dedup's answers only.
+func ownCodes(err error) error {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) && (werr.Code == CodeInFlight || werr.Code == CodeConflict || werr.Code == CodeOutcomeUnknown) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the tool answered error %d "+
+			"(a code this server's Dedup keeps for its own answers): %s", werr.Code, werr.Message), Data: werr.Data}
+	}
+	return err
 }
 
 // Middleware is the mcp.Middleware to add with Server.AddReceivingMiddleware.
 func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method != "tools/call" {
+		switch method {
+		case "initialize", "server/discover":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				d.announce(res)
+			}
+			return res, err
+		case "tools/call":
+		default:
 			return next(ctx, method, req)
+		}
+		call := func() (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			return res, ownCodes(err)
 		}
 		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
 		if !ok {
-			return next(ctx, method, req)
+			return call()
 		}
 		key, _ := p.Meta[MetaKey].(string)
 		if key == "" {
-			return next(ctx, method, req)
+			return call()
 		}
 		who, ok := principal(req)
 		if !ok {
@@ -111,7 +237,7 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		d.mu.Lock()
 		e := d.entries[sk]
 		if e != nil && e.state != dedupRunning && !now.Before(e.expires) {
-			delete(d.entries, sk)
+			d.drop(sk, e)
 			e = nil
 		}
 		if e != nil {
@@ -142,6 +268,18 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return replay, nil
 		}
 		d.mu.Unlock()
+		if v, _ := p.Meta[MetaSentSince].(string); v != "" {
+			// A re-send: the key may have left at since. A Dedup that started after
+			// that and holds nothing for it may have lost the earlier call's record (a
+			// restart): running the call could run it twice.
+			since, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil || d.started.After(since) {
+				return nil, &jsonrpc.Error{Code: CodeOutcomeUnknown, Message: fmt.Sprintf("idempotency key %s: tool "+
+					"%s may have been called with it (from %s on) before this server's Dedup started (%s), which "+
+					"holds nothing for it; not run. Next step: find out whether the tool acted, then settle the key on "+
+					"the caller's side", key, p.Name, v, d.started.UTC().Format(time.RFC3339))}
+			}
+		}
 		hash, err := argsHash(p.Arguments)
 		if err != nil {
 			return nil, invalidArgs(p.Name, err)
@@ -155,9 +293,17 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return nil, &jsonrpc.Error{Code: CodeInFlight, Message: fmt.Sprintf("idempotency key %s: tool %s is "+
 				"already being called with it; not run twice", key, p.Name)}
 		}
-		e = &dedupEntry{raw: raw, hash: hash}
-		d.entries[sk] = e
 		d.expire(now)
+		if n, b := len(d.entries), d.bytes; n >= d.maxEntries || b >= d.maxBytes {
+			d.mu.Unlock()
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("tool %s, idempotency key "+
+				"%s: the server's Dedup is full (%d calls, %d bytes kept; its bounds are %d calls, %d bytes), so the call "+
+				"was not run. Next step: retry later (finished calls are forgotten %v after they finished), or raise "+
+				"DedupOptions.MaxEntries / MaxBytes on the server", p.Name, key, n, b, d.maxEntries, d.maxBytes, d.window)}
+		}
+		e = &dedupEntry{raw: raw, hash: hash, size: entryOverhead + int64(len(sk.principal)+len(sk.tool)+len(sk.key))}
+		d.entries[sk] = e
+		d.bytes += e.size
 		d.mu.Unlock()
 
 		settled := false
@@ -166,7 +312,7 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				d.settle(sk, e, nil, errors.New("the tool panicked"))
 			}
 		}()
-		res, err := next(ctx, method, req)
+		res, err := call()
 		settled = true
 		d.settle(sk, e, res, err)
 		return res, err
@@ -180,24 +326,48 @@ func (d *Dedup) settle(sk dedupScope, e *dedupEntry, res mcp.Result, err error) 
 	forget := err == nil && r != nil && (notPerformed(r) || refusedArguments(r)) || // the tool (or the SDK before it) did nothing
 		err != nil && errors.As(err, &werr) && notRun(werr) // refused before any handler ran
 	var replay *mcp.CallToolResult
+	var size int64
 	if err == nil && r != nil && !forget {
 		replay = replayed(r)
+		b, merr := json.Marshal(replay)
+		size = int64(len(b))
+		if merr != nil { // the SDK cannot send it either; count it as large
+			size = d.maxBytes
+		}
+	}
+	failure := "no result"
+	if err != nil {
+		failure = err.Error()
+	}
+	if len(failure) > maxFailure {
+		failure = failure[:maxFailure] + "…"
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch {
-	case forget:
-		delete(d.entries, sk)
-	case replay != nil:
+	if forget {
+		d.drop(sk, e)
+		return
+	}
+	if replay != nil {
 		e.state, e.replay = dedupDone, replay
-	default:
-		e.state = dedupUnknown
-		e.failure = "no result"
-		if err != nil {
-			e.failure = err.Error()
-		}
+	} else {
+		e.state, e.failure = dedupUnknown, failure
+		size = int64(len(failure))
+	}
+	if d.entries[sk] == e {
+		e.size += size
+		d.bytes += size
 	}
 	e.expires = d.now().Add(d.window)
+	d.done = append(d.done, doneEntry{sk, e})
+}
+
+// drop removes entry e of scope sk, if it is still there. Called with d.mu held.
+func (d *Dedup) drop(sk dedupScope, e *dedupEntry) {
+	if d.entries[sk] == e {
+		delete(d.entries, sk)
+		d.bytes -= e.size
+	}
 }
 
 // notPerformed reports whether r is a tool error that says the tool did nothing.
@@ -223,18 +393,22 @@ func invalidArgs(tool string, err error) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %s: arguments are not JSON: %v", tool, err)}
 }
 
-// expire drops finished entries past their window; running ones stay. Called with
-// d.mu held; it sweeps at most once a minute, so the map stays bounded by the calls
-// of one window and a minute.
+// expire drops finished entries past their window, oldest first; running ones
+// stay. Called with d.mu held.
 func (d *Dedup) expire(now time.Time) {
-	if now.Sub(d.swept) < time.Minute {
-		return
-	}
-	d.swept = now
-	for k, e := range d.entries {
-		if e.state != dedupRunning && !now.Before(e.expires) {
-			delete(d.entries, k)
+	for d.head < len(d.done) {
+		q := d.done[d.head]
+		if now.Before(q.e.expires) {
+			break
 		}
+		d.drop(q.sk, q.e)
+		d.done[d.head] = doneEntry{}
+		d.head++
+	}
+	if d.head > 64 && d.head > len(d.done)/2 {
+		n := copy(d.done, d.done[d.head:])
+		clear(d.done[n:])
+		d.done, d.head = d.done[:n], 0
 	}
 }
 

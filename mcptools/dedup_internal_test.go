@@ -34,7 +34,7 @@ func callReq(key, args string) *mcp.CallToolRequest {
 
 // TestDedupClock moves Dedup's clock: a finished call is answered from the store up
 // to its window and runs again after it; a running call is never expired, however
-// long it runs, and a later sweep (which happens at most once a minute) does not drop it.
+// long it runs, and a later expiry (on each new call, oldest first) does not drop it.
 func TestDedupClock(t *testing.T) {
 	clock := &dedupClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	d := NewDedup(time.Hour)
@@ -78,7 +78,7 @@ func TestDedupClock(t *testing.T) {
 	}()
 	<-started
 	clock.advance(48 * time.Hour)
-	if _, err := call("k3"); err != nil { // a new key after a minute sweeps the map
+	if _, err := call("k3"); err != nil { // a new key expires what finished before the window
 		t.Fatal(err)
 	}
 	_, err = h(ctx, "tools/call", &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "slow",

@@ -3,10 +3,12 @@ package mcptools_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -104,3 +106,28 @@ func quietSuite() *testsuite.WorkflowTestSuite {
 }
 
 func bptr(b bool) *bool { return &b }
+
+// claimsDedup is middleware that announces Dedup (mcptools.CapabilityDedup) with
+// window, as Dedup does, without running it: a server that says it deduplicates.
+func claimsDedup(window time.Duration) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			var caps *mcp.ServerCapabilities
+			switch r := res.(type) {
+			case *mcp.InitializeResult:
+				caps = r.Capabilities
+			case *mcp.DiscoverResult:
+				caps = r.Capabilities
+			}
+			if caps != nil {
+				caps.Experimental = maps.Clone(caps.Experimental)
+				if caps.Experimental == nil {
+					caps.Experimental = map[string]any{}
+				}
+				caps.Experimental[mcptools.CapabilityDedup] = map[string]any{"windowSeconds": window.Seconds()}
+			}
+			return res, err
+		}
+	}
+}

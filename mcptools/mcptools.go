@@ -6,7 +6,16 @@
 // it contains), sends the idempotency key of a write (never of a read) in the
 // request's _meta under MetaKey, and reports to the gate whether a failed call may
 // have acted. Dedup is the server side: middleware for MCP servers built with the
-// same SDK that answers a repeated key from its store.
+// same SDK that answers a repeated key from its store, within bounds, and announces
+// itself and its window in the server's capabilities (CapabilityDedup).
+//
+// # Re-sending on the server's word
+//
+// Options.DedupWindow lets the gate re-send an unknown outcome with its key inside
+// the window, relying on the server's Dedup. It rests on evidence twice: New and
+// Dial accept it only from a server that announces Dedup for at least that window
+// (none built with another SDK can), and the bridge records in the claim, before
+// the key leaves, that it left through the bridge to that server.
 //
 // # What counts as not performed
 //
@@ -40,6 +49,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -63,6 +73,14 @@ import (
 
 // MetaKey is the _meta entry of a tools/call request that carries the idempotency key.
 const MetaKey = "io.idemgate/idempotency-key"
+
+// MetaSentSince, in the _meta of a keyed tools/call the gate re-sends relying on the
+// server's Dedup (a retry of a destructive write), is the earliest time (RFC 3339,
+// minus the gate's clock margin) the key may have left before. A Dedup that started
+// after it and holds nothing for the key may have been restarted (its store is in
+// memory) since an earlier call ran: it answers CodeOutcomeUnknown and does not run
+// the call.
+const MetaSentSince = "io.idemgate/sent-since"
 
 // MetaReplayed is set (true) in a result's _meta when Dedup answered from its store.
 const MetaReplayed = "io.idemgate/replayed"
@@ -90,12 +108,16 @@ type Options struct {
 	// JSON) an activity returns; a larger one is an error (the tool acted: the
 	// outcome is recorded as unknown). Optional: 0 means interceptor.DefaultMaxResultSize.
 	MaxResultSize int
-	// DedupWindow, when > 0, says the server deduplicates on MetaKey (Dedup) for this
-	// long: Apply then lets the gate re-send a destructive call whose outcome is
-	// unknown, with the same key, inside the window (interceptor.Options.VendorWindows).
-	// Only then are Dedup's error codes (CodeInFlight, CodeConflict,
-	// CodeOutcomeUnknown) read as Dedup's answers; from another server they are its
-	// own errors, which may come after the tool acted: unknown outcomes.
+	// DedupWindow, when > 0, relies on the server's deduplication on MetaKey (Dedup)
+	// for this long: Apply then lets the gate re-send a destructive call whose outcome
+	// is unknown, with the same key, inside the window (interceptor.Options.VendorWindows).
+	// It must rest on evidence: New and Dial refuse it (nothing registered) unless the
+	// server announces Dedup (CapabilityDedup in its capabilities) with a window at
+	// least this long; a server built with another SDK (mark3labs/mcp-go) cannot run
+	// Dedup and is refused. Only with it are Dedup's error codes (CodeInFlight,
+	// CodeConflict, CodeOutcomeUnknown) read as Dedup's answers; from another server
+	// they are its own errors, which may come after the tool acted: unknown outcomes.
+	// 0 changes nothing, whatever the server offers (Bridge.DedupOffered says what).
 	DedupWindow time.Duration
 	// Logger receives the notice that the server's tool list changed. Optional:
 	// nil means slog.Default().
@@ -111,6 +133,8 @@ type Bridge struct {
 	// endpoint is the HTTP transport's URL (Dial), whose credentials errors must not
 	// repeat; "" for other transports.
 	endpoint string
+	// offered is the window the server announces for its Dedup (0: none).
+	offered time.Duration
 }
 
 type tool struct {
@@ -169,13 +193,27 @@ func New(ctx context.Context, server string, session *mcp.ClientSession, opts Op
 	if opts.MaxResultSize < 0 || opts.DedupWindow < 0 {
 		return nil, fmt.Errorf("idemgate/mcptools: server %s: MaxResultSize and DedupWindow must not be negative", server)
 	}
+	offered, why := dedupOffered(session)
+	if opts.DedupWindow > 0 && offered < opts.DedupWindow {
+		if offered == 0 {
+			return nil, fmt.Errorf("idemgate/mcptools: server %s: DedupWindow is %v, but the server does not announce "+
+				"Dedup (%s): nothing shows it deduplicates keys, so an unknown outcome re-sent with its key could run "+
+				"again. Nothing was registered. Next step: add mcptools.NewDedup(WINDOW).Middleware to the server (a go-sdk "+
+				"server; one built with another SDK cannot run it), or leave DedupWindow out (worker: drop --mcp-dedup %s=%v)",
+				server, opts.DedupWindow, why, server, opts.DedupWindow)
+		}
+		return nil, fmt.Errorf("idemgate/mcptools: server %s: DedupWindow is %v, longer than the %v its Dedup "+
+			"announces: a re-send after %v would run again. Nothing was registered. Next step: set DedupWindow (worker: "+
+			"--mcp-dedup %s=…) to at most %v, or give the server's Dedup a longer window", server, opts.DedupWindow, offered,
+			offered, server, offered)
+	}
 	if opts.MaxResultSize == 0 {
 		opts.MaxResultSize = interceptor.DefaultMaxResultSize
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	b := &Bridge{server: server, session: session, opts: opts, tools: map[string]*tool{}}
+	b := &Bridge{server: server, session: session, opts: opts, tools: map[string]*tool{}, offered: offered}
 	var errs []error
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
@@ -209,6 +247,33 @@ func New(ctx context.Context, server string, session *mcp.ClientSession, opts Op
 	}
 	return b, nil
 }
+
+// dedupOffered reads the window the server behind session announces for its Dedup
+// (CapabilityDedup in the capabilities of its answer to initialize or
+// server/discover); 0 and why when it announces none.
+func dedupOffered(session *mcp.ClientSession) (time.Duration, string) {
+	init := session.InitializeResult()
+	if init == nil || init.Capabilities == nil {
+		return 0, "it sent no capabilities"
+	}
+	v, ok := init.Capabilities.Experimental[CapabilityDedup]
+	if !ok {
+		return 0, fmt.Sprintf("no capabilities.experimental[%q] in its answer to initialize or server/discover", CapabilityDedup)
+	}
+	m, _ := v.(map[string]any)
+	secs, _ := m["windowSeconds"].(float64)
+	if secs > 0 {
+		if secs >= float64(math.MaxInt64/int64(time.Second)) {
+			return time.Duration(math.MaxInt64), ""
+		}
+		return time.Duration(secs * float64(time.Second)), ""
+	}
+	return 0, fmt.Sprintf("its capabilities.experimental[%q] has no positive windowSeconds: %v", CapabilityDedup, v)
+}
+
+// DedupOffered is the window the server announces for its Dedup (0: it announces
+// none). Options.DedupWindow may be at most this.
+func (b *Bridge) DedupOffered() time.Duration { return b.offered }
 
 // Transport is the transport to the MCP server at target: streamable HTTP when
 // target is an http:// or https:// URL, else a command run over stdio (target
@@ -544,6 +609,11 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 				"McpWindowPassed", nil)
 		}
 		p.Meta = mcp.Meta{MetaKey: key}
+		if st, ok := attempt.FromContext(ctx); ok && st.Retry && st.RecordSent != nil && !st.FirstClaimed.IsZero() {
+			// A re-send relying on the server's Dedup: it must have run since the key
+			// may first have left.
+			p.Meta[MetaSentSince] = st.FirstClaimed.Add(-2 * st.Skew()).UTC().Format(time.RFC3339Nano)
+		}
 		b.sending(ctx)
 	}
 	// How many HTTP requests of this call got a connection: a refused dial proves

@@ -371,13 +371,19 @@ func TestBridgeResendRestsOnEvidence(t *testing.T) {
 			t.Fatalf("refund ran %d times, want 1", n)
 		}
 
-		// The bridge with DedupWindow records the evidence before the key leaves.
-		b2, err := mcptools.New(context.Background(), "billing", b.Session(), mcptools.Options{DedupWindow: time.Hour})
+	})
+	// The bridge with DedupWindow (accepted from a server that runs Dedup) records the
+	// evidence before the key leaves.
+	s2 := newTestServer(t, mcptools.NewDedup(time.Hour), toolSpec{name: "refund_payment"})
+	transports(t, s2, func(t *testing.T, tr mcp.Transport) {
+		const name = "mcp.billing.refund_payment"
+		b2, err := mcptools.Dial(context.Background(), "billing", tr, mcptools.Options{DedupWindow: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		st = memory.New()
-		opts = interceptor.Options{Store: st}
+		defer b2.Session().Close()
+		st := memory.New()
+		opts := interceptor.Options{Store: st}
 		b2.Apply(&opts)
 		ok := func(r mcptools.Registry) {
 			r.RegisterActivityWithOptions(func(ctx context.Context, args map[string]any) (*mcptools.Result, error) {

@@ -184,8 +184,10 @@ func TestProtocolErrorOutcomes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.err.Code, " ", c.err.Message), func(t *testing.T) {
 			s := newTestServer(t, nil, toolSpec{name: "send_payment", handle: failAfterActing(c.err)})
-			// Dedup's codes are read as Dedup's answers only from a server said to run
-			// it (TestDedupCodesFromAServerWithoutDedup).
+			// Dedup's codes are read as Dedup's answers only from a server that
+			// announces Dedup (TestDedupCodesFromAServerWithoutDedup); this one claims it
+			// without running it, so its handler's errors reach the bridge as given.
+			s.srv.AddReceivingMiddleware(claimsDedup(time.Hour))
 			b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{DedupWindow: time.Hour})
 			if err != nil {
 				t.Fatal(err)

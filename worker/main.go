@@ -20,9 +20,12 @@
 // spaces). The worker dials each at start — one it cannot reach stops it before
 // anything starts — registers every tool as the activity mcp.NAME.TOOL, classifies
 // it by its name tightened by its annotations, and offers it to the planner next to
-// the built-in tools. --mcp-dedup NAME=DURATION says that server deduplicates calls by
-// their key for that long (mcptools.Dedup): the gate then re-sends a destructive call
-// whose outcome is unknown, with its key, inside that window instead of refusing it.
+// the built-in tools. --mcp-dedup NAME=DURATION relies on that server deduplicating
+// calls by their key for that long (mcptools.Dedup): the gate then re-sends a
+// destructive call whose outcome is unknown, with its key, inside that window instead
+// of refusing it. The server must announce Dedup with a window at least that long
+// (mcptools.CapabilityDedup), else the worker does not start; a server that announces
+// it without --mcp-dedup is only reported.
 package main
 
 import (
@@ -81,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var servers mcpFlag
 	fs.Var(&servers, "mcp", "an MCP server's tools as activities mcp.NAME.TOOL: NAME=URL (streamable HTTP) or 'NAME=COMMAND ARGS' (stdio); repeatable")
 	dedup := dedupFlag{}
-	fs.Var(dedup, "mcp-dedup", "NAME=DURATION: the MCP server NAME deduplicates calls by key for DURATION (e.g. shop=24h), so a destructive call whose outcome is unknown is re-sent with its key inside that window; repeatable")
+	fs.Var(dedup, "mcp-dedup", "NAME=DURATION: the MCP server NAME deduplicates calls by key for DURATION (e.g. shop=24h), so a destructive call whose outcome is unknown is re-sent with its key inside that window; the server must announce mcptools.Dedup with at least that window; repeatable")
 	if err := secrets.RefuseFlag(args, "llm-api-key", "OPENAI_API_KEY", "llm-api-key-file"); err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
@@ -131,6 +134,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
+	}
+	for _, b := range bridges {
+		if w := b.DedupOffered(); w > 0 && dedup[b.Server()] == 0 {
+			fmt.Fprintf(stdout, "mcp: %s: the server announces Dedup for %v; without --mcp-dedup %s=%v an unknown outcome "+
+				"of its destructive tools is refused, not re-sent\n", b.Server(), w, b.Server(), w)
+		}
 	}
 	defer func() {
 		for _, b := range bridges {

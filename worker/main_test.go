@@ -135,6 +135,64 @@ func TestWorkerRunsAJob(t *testing.T) {
 	}
 }
 
+// --mcp-dedup is the operator's word that a server runs Dedup; it must rest on the
+// server's announcement. Against a server without Dedup (it would have re-sent an
+// unknown outcome that then ran again), or with a shorter window, the worker stops at
+// start, naming the server and both windows, before the store is opened. A server
+// that announces Dedup without --mcp-dedup is reported, and changes nothing.
+func TestMCPDedupRestsOnTheServer(t *testing.T) {
+	serve := func(dedup *mcptools.Dedup) string {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v1"}, nil)
+		if dedup != nil {
+			srv.AddReceivingMiddleware(dedup.Middleware)
+		}
+		srv.AddTool(&mcp.Tool{Name: "refund_payment", InputSchema: &jsonschema.Schema{Type: "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				t.Error("a tool ran")
+				return &mcp.CallToolResult{}, nil
+			})
+		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	cases := []struct {
+		name  string
+		dedup *mcptools.Dedup
+		flag  []string
+		want  []string
+	}{
+		{"no Dedup", nil, []string{"--mcp-dedup", "shop=24h"},
+			[]string{"server shop: DedupWindow is 24h0m0s, but the server does not announce Dedup", "Next step", "the worker did not start"}},
+		{"shorter window", mcptools.NewDedup(time.Hour), []string{"--mcp-dedup", "shop=24h"},
+			[]string{"server shop: DedupWindow is 24h0m0s, longer than the 1h0m0s its Dedup announces", "Next step", "the worker did not start"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := filepath.Join(t.TempDir(), "w.db")
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append(append([]string{"--store", st, "--temporal-address", "127.0.0.1:1",
+				"--mcp", "shop=" + serve(c.dedup)}, c.flag...), vendorURLs...), &out, &errOut)
+			for _, want := range c.want {
+				if code != 2 || !strings.Contains(errOut.String(), want) {
+					t.Errorf("exit %d, stderr %q: want 2 and %q", code, errOut.String(), want)
+				}
+			}
+			if _, err := os.Stat(st); !os.IsNotExist(err) {
+				t.Errorf("the store was created (%v): the worker must stop before anything starts", err)
+			}
+		})
+	}
+	t.Run("offered, not used", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"--store", filepath.Join(t.TempDir(), "w.db"), "--temporal-address",
+			"127.0.0.1:1", "--mcp", "shop=" + serve(mcptools.NewDedup(time.Hour))}, vendorURLs...), &out, &errOut)
+		want := "mcp: shop: the server announces Dedup for 1h0m0s; without --mcp-dedup shop=1h0m0s an unknown outcome"
+		if code != 2 || !strings.Contains(out.String(), want) || !strings.Contains(errOut.String(), "cannot reach Temporal") {
+			t.Errorf("exit %d, stdout %q, stderr %q: want %q, then the unreachable Temporal", code, out.String(), errOut.String(), want)
+		}
+	})
+}
+
 // An MCP server that cannot be reached stops the worker at start, naming the server,
 // before the store is opened or Temporal dialled: nothing starts.
 func TestUnreachableMCPServer(t *testing.T) {
@@ -164,6 +222,7 @@ func TestWorkerWithMCPServer(t *testing.T) {
 	var mu sync.Mutex
 	var keys []string
 	srv := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v1"}, nil)
+	srv.AddReceivingMiddleware(mcptools.NewDedup(24 * time.Hour).Middleware) // --mcp-dedup shop=24h rests on it
 	srv.AddTool(&mcp.Tool{Name: "stock_level", Description: "Units in stock for a SKU.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"sku"}, Properties: map[string]*jsonschema.Schema{"sku": {Type: "string"}}}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
