@@ -601,12 +601,26 @@ func (c *call) signal(d store.Decision, err error) {
 		logger.Info("idemgate", kv...)
 	}
 	activity.GetMetricsHandler(c.ctx).WithTags(map[string]string{
-		"activity_type": c.name, "effect": c.effect.String(), "decision": string(d),
+		"activity_type": c.metricName(), "effect": c.effect.String(), "decision": string(d),
 	}).Counter(MetricDecisions).Inc(1)
 	c.observe(d, err)
 }
 
+// metricName is the activity_type tag of the call's decision metric: its name, or
+// for a name taken from the arguments (Options.ToolNames) that no option names, the
+// generic activity type. A model that invents tool names must not make one metric
+// series per name: metrics backends keep every series for the life of the process.
+func (c *call) metricName() string {
+	if c.name == c.info.ActivityType.Name || c.r.known[c.name] {
+		return c.name
+	}
+	return c.info.ActivityType.Name
+}
+
 // MetricDecisions counts gate decisions, tagged activity_type, effect and decision.
+// activity_type is the activity type, or with Options.ToolNames the tool's name when
+// an option names it (Effects, Hints, IdentifyingFields, VendorWindows) and the
+// generic activity type otherwise, so that model-written names stay out of the tags.
 const MetricDecisions = "idemgate_decisions"
 
 // EncodeResult encodes an activity result the way the gate stores it — the Temporal

@@ -26,14 +26,36 @@ func New(opts Options) (sdkinterceptor.WorkerInterceptor, error) {
 
 // newRoot is the one gate both New and NewPlugin hand out, from validated options.
 func newRoot(o Options) *root {
-	return &root{opts: o, pauses: pauseCache{first: make(chan struct{})}}
+	return &root{opts: o, pauses: pauseCache{first: make(chan struct{})}, known: knownNames(o)}
+}
+
+// knownNames is every activity or tool name the options name (Effects, Hints,
+// IdentifyingFields, VendorWindows): the names a decision metric may be tagged with
+// when the name comes from a call's arguments (Options.ToolNames).
+func knownNames(o Options) map[string]bool {
+	known := map[string]bool{}
+	for n := range o.Effects {
+		known[n] = true
+	}
+	for n := range o.Hints {
+		known[n] = true
+	}
+	for n := range o.IdentifyingFields {
+		known[n] = true
+	}
+	for n := range o.VendorWindows {
+		known[n] = true
+	}
+	return known
 }
 
 type root struct {
 	sdkinterceptor.WorkerInterceptorBase
-	opts      Options
-	classes   sync.Map // activity name -> Classification; about maxCachedClasses at most (concurrent first calls may add a few more)
-	nclasses  atomic.Int64
+	opts     Options
+	classes  sync.Map // activity name -> Classification; about maxCachedClasses at most (concurrent first calls may add a few more)
+	nclasses atomic.Int64
+	// known is knownNames(opts); read-only.
+	known     map[string]bool
 	pauses    pauseCache
 	giveBacks giveBacks
 	// inflight is the work that still needs the store (see inflight).

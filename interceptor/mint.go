@@ -3,6 +3,7 @@ package interceptor
 import (
 	"cmp"
 	"strconv"
+	"strings"
 
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -176,7 +177,9 @@ func updateChildToken(scope, updateID, childType string, n int) string {
 // their handlers may now run before main-code steps they followed):
 //
 //   - a child with an explicit WorkflowID is keyed by that ID: numbered among the
-//     children of its type with that ID only, wherever it is started;
+//     children of its type with that ID only, wherever it is started. The run IDs
+//     the parent sees are left out of the ID first (withoutRunIDs): an ID made from
+//     the run ID is a common pattern, and a reset changes it;
 //   - a child with an SDK-generated ID started in an update handler is numbered
 //     per update ID, as the handler's activities are (see occurrence);
 //   - any other child is numbered among the children of its type. Started from
@@ -189,6 +192,7 @@ func (o *workflowOutbound) stampChild(ctx workflow.Context, childType string) {
 	update, inUpdate := ctx.Value(updateIDCtx{}).(string)
 	switch {
 	case id != "":
+		id = withoutRunIDs(id, workflow.GetInfo(ctx))
 		name := "id\x00" + childType + "\x00" + id
 		w.children[name]++
 		token = childToken(scope, childType, id, w.children[name])
@@ -201,4 +205,57 @@ func (o *workflowOutbound) stampChild(ctx workflow.Context, childType string) {
 		token = childToken(scope, childType, "", w.children[childType])
 	}
 	setToken(sdkinterceptor.WorkflowHeader(ctx), token)
+}
+
+// runIDMark stands for a run ID in a child's explicit WorkflowID (see withoutRunIDs).
+// NUL is in no workflow ID, so no ID written out collides with it.
+const runIDMark = "\x00run-id\x00"
+
+// sdkIDMark stands for a workflow's own SDK-generated workflow ID (see withoutRunIDs).
+const sdkIDMark = "\x00sdk-workflow-id\x00"
+
+// sdkGeneratedID reports whether id is a child workflow ID the SDK generated in a
+// parent run parentRun: the run ID, "_" and a sequence number.
+func sdkGeneratedID(id, parentRun string) bool {
+	n, ok := strings.CutPrefix(id, parentRun+"_")
+	if parentRun == "" || !ok || n == "" {
+		return false
+	}
+	for _, r := range n {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// withoutRunIDs replaces in a child's explicit WorkflowID every run ID the parent
+// sees by one mark before the ID goes into the child's key: the parent's own run ID
+// and original and first run IDs, the run it continued, and its parent's and root's
+// run IDs. A reset makes a new run ID (and re-creates children, whose run IDs and
+// SDK-generated workflow IDs hold it), so an ID made from one of them would give the
+// reset run's child new keys and its writes would be sent again. Deterministic: all
+// of them come from the run's start event. The key scope already tells one run
+// apart from another where the scope should (ScopeExecution: the original run ID).
+//
+// A child whose own workflow ID the SDK generated (its parent's run ID, "_", a
+// sequence number that a reset moves as well) has that ID replaced too: its key
+// scope, the parent's token, already tells it from its siblings.
+func withoutRunIDs(id string, info *workflow.Info) string {
+	if p := info.ParentWorkflowExecution; p != nil && sdkGeneratedID(info.WorkflowExecution.ID, p.RunID) {
+		id = strings.ReplaceAll(id, info.WorkflowExecution.ID, sdkIDMark)
+	}
+	runs := []string{info.WorkflowExecution.RunID, info.OriginalRunID, info.FirstRunID, info.ContinuedExecutionRunID}
+	if p := info.ParentWorkflowExecution; p != nil {
+		runs = append(runs, p.RunID)
+	}
+	if r := info.RootWorkflowExecution; r != nil {
+		runs = append(runs, r.RunID)
+	}
+	for _, run := range runs {
+		if run != "" {
+			id = strings.ReplaceAll(id, run, runIDMark)
+		}
+	}
+	return id
 }

@@ -462,11 +462,12 @@ func TestSweepKeepsFinishedDestructiveWritesWhileResettable(t *testing.T) {
 			seed(t, st, k, "wf-gone-"+k, old, old.Add(time.Minute), "complete")
 		}
 		running := fmt.Sprintf("wf-running-%s-%d", b.name, time.Now().UnixNano())
-		if _, err := server.GetDefaultClient().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: running,
-			TaskQueue: "nobody-polls-" + running}, "Anything"); err != nil {
+		run, err := server.GetDefaultClient().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: running,
+			TaskQueue: "nobody-polls-" + running}, "Anything")
+		if err != nil {
 			t.Fatal(err)
 		}
-		seed(t, st, "key-running-wf-01", running, old, old.Add(time.Minute), "complete")
+		seedRun(t, st, "key-running-wf-01", running, run.GetRunID(), old, old.Add(time.Minute), "complete")
 
 		out := decodeJSON[map[string]any](t, ok(t, "sweep", "--store", b.spec, "--json"))
 		if out["removed"] != float64(0) || out["held"] != float64(4) || out["forgotten"] != float64(0) {

@@ -107,9 +107,15 @@ var testArgs = []byte(`[{"amount":4200,"customer":"cus_1"}]`)
 // with its lease at `lease`; then applies `then` ("abandon", "complete", "release" or "").
 func seed(t *testing.T, st store.Store, key, wf string, at, lease time.Time, then string) {
 	t.Helper()
+	seedRun(t, st, key, wf, "run-"+wf, at, lease, then)
+}
+
+// seedRun is seed with the workflow's run ID.
+func seedRun(t *testing.T, st store.Store, key, wf, run string, at, lease time.Time, then string) {
+	t.Helper()
 	ctx := context.Background()
 	c := store.Claim{Key: key, Activity: "ChargeCard", Effect: "destructive", ArgsHash: "hash-" + key, Args: testArgs,
-		Owner: "owner-" + key, Lease: lease, Window: 24 * time.Hour, WorkflowID: wf, RunID: "run-" + wf, Attempt: 1, Now: at}
+		Owner: "owner-" + key, Lease: lease, Window: 24 * time.Hour, WorkflowID: wf, RunID: run, Attempt: 1, Now: at}
 	if o, _, err := st.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
 		t.Fatalf("seed %s: %v %v", key, o, err)
 	}
