@@ -23,7 +23,9 @@ import (
 // body's own work between claim and call, compressed): the gate sees the retry
 // inside the one-hour window, the call leaves two hours after the first claim.
 func TestBridgeChecksTheWindowWhenTheCallLeaves(t *testing.T) {
-	s := newTestServer(t, nil, toolSpec{name: "refund_payment"})
+	// The server runs Dedup (DedupWindow must rest on its announcement); the bridge
+	// must not even send a retry past the window.
+	s := newTestServer(t, mcptools.NewDedup(time.Hour), toolSpec{name: "refund_payment"})
 	transports(t, s, func(t *testing.T, tr mcp.Transport) {
 		_, before := s.seen()
 		b, err := mcptools.Dial(context.Background(), "billing", tr, mcptools.Options{DedupWindow: time.Hour})
