@@ -332,7 +332,7 @@ var migrations = []string{
 // extended, replaced in place.
 //
 // 10: the root workflow ID of the claiming workflow's chain
-// (store.Record.RootWorkflowID; older records have none, ”), and idemgate_begin of
+// (store.Record.RootWorkflowID; older records have the empty one), and idemgate_begin of
 // version 9 with one more parameter, p_root_workflow_id (store.Claim.RootWorkflowID),
 // which a fresh claim and a takeover store, and with its expiry test comparing
 // roots (store.PastWindowForOther, store.Root).
