@@ -66,6 +66,18 @@ func Root(r Record) string {
 	return r.WorkflowID
 }
 
+// ResetBy lists the workflow IDs whose reset can send r's key again: Root(r), and
+// r's own workflow ID when that is another (a child can outlive its root and be reset
+// itself). A sweep forgets a ResetHeld record past its window only when Temporal has
+// no run of any of them (Forgettable with resettable false).
+func ResetBy(r Record) []string {
+	root := Root(r)
+	if r.WorkflowID == "" || r.WorkflowID == root {
+		return []string{root}
+	}
+	return []string{root, r.WorkflowID}
+}
+
 // PastWindowForOther reports whether a claim c treats the ResetHeld record r as
 // absent: r's window passed and c comes from another workflow chain (a business key
 // of WithKey used again: past the window, a new write). A claim from r's own

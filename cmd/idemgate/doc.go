@@ -68,7 +68,9 @@
 // sweep removes the records past their window once and reports how many. It keeps a
 // finished destructive write whose workflow may still be reset (a reset run would send
 // it again) and says how many it kept; with --temporal-address and --namespace it asks
-// Temporal about each one's workflow ID and forgets those Temporal no longer has.
+// Temporal about each one's root workflow (the first of its parent-child chain, whose
+// reset re-creates its children with the same keys) and its own workflow, and forgets
+// those whose workflows Temporal no longer has.
 //
 // # Exit codes
 //

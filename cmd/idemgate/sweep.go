@@ -18,8 +18,9 @@ import (
 func (c *cli) sweep(args []string) error {
 	f := c.newFlags("sweep", "[flags]", "Removes the records past their window once (receipts are kept) and reports how many. "+
 		"A finished destructive write is kept past its window while its workflow can still be reset (a reset run would "+
-		"send it again); with --temporal-address and --namespace the sweep asks Temporal about each one's workflow ID and "+
-		"forgets those Temporal no longer has (closed and past the namespace's retention).", true)
+		"send it again); with --temporal-address and --namespace the sweep asks Temporal about each one's root workflow "+
+		"(the first of its parent-child chain, whose reset re-creates the children) and its own workflow, and forgets those "+
+		"whose workflows Temporal no longer has (closed and past the namespace's retention).", true)
 	limit := f.Int("limit", 0, "remove at most N (0: all that expired), and ask Temporal about at most N held records")
 	address := f.String("temporal-address", "", "Temporal frontend host:port to ask whether the workflows of finished destructive writes past their window can still be reset")
 	namespace := f.String("namespace", "", "with --temporal-address: the Temporal namespace the workers of this store run in (required: a wrong one would make every workflow look gone)")
@@ -62,10 +63,15 @@ func (c *cli) sweep(args []string) error {
 }
 
 // sweepHeld forgets the held records (store.ResetHeld, past their window) whose
-// workflow ID Temporal no longer has, and counts the others. Without an address it
-// only counts them: without Temporal's word a record is kept. Temporal is asked by
-// workflow ID, not by the recorded run: a reset makes a new run of the same ID, and
-// any run of it still known to Temporal may be reset again.
+// workflows Temporal no longer has, and counts the others. Without an address it
+// only counts them: without Temporal's word a record is kept. Temporal is asked
+// about the record's root workflow (store.Root: the first workflow of its
+// parent-child chain, whose reset re-creates a child under a new SDK-generated ID
+// with the same keys) and, when that is another, about the record's own workflow
+// (which may outlive its root and be reset itself): the record is forgotten only
+// when Temporal has neither. Temporal is asked by workflow ID, not by the recorded
+// run: a reset makes a new run of the same ID, and any run of it still known to
+// Temporal may be reset again.
 func (c *cli) sweepHeld(ctx context.Context, st store.Store, address, namespace string, now time.Time, limit int) (forgotten, held int, err error) {
 	hs, ok := st.(store.HeldSweeper)
 	if !ok {
@@ -88,21 +94,29 @@ func (c *cli) sweepHeld(ctx context.Context, st store.Store, address, namespace 
 		return 0, len(recs), fmt.Errorf("the namespace %q is not known to Temporal at %s: %w. Nothing held was forgotten. Next step: pass the namespace the workers run in", namespace, address, err)
 	}
 	for _, r := range recs {
-		_, err := tc.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			gone, err := hs.Forget(ctx, r, now)
+		known := false
+		for _, id := range store.ResetBy(r) {
+			_, err := tc.DescribeWorkflowExecution(ctx, id, "")
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				continue
+			}
 			if err != nil {
-				return forgotten, held, err
+				return forgotten, held, fmt.Errorf("ask Temporal about workflow %s (key %s of workflow %s): %w. The record is kept", id, r.Key, r.WorkflowID, err)
 			}
-			if gone {
-				forgotten++
-			}
-		case err != nil:
-			return forgotten, held, fmt.Errorf("ask Temporal about workflow %s (key %s): %w. The record is kept", r.WorkflowID, r.Key, err)
-		default:
+			known = true
+			break
+		}
+		if known {
 			held++
+			continue
+		}
+		gone, err := hs.Forget(ctx, r, now)
+		if err != nil {
+			return forgotten, held, err
+		}
+		if gone {
+			forgotten++
 		}
 	}
 	return forgotten, held, nil

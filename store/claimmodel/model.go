@@ -199,7 +199,7 @@ type model struct {
 
 func newModel(cfg Config, r Rules, key string) *model {
 	if r.SweepAsks == nil { // rules built without it: one workflow, its own root
-		r.SweepAsks = store.Root
+		r.SweepAsks = store.ResetBy
 	}
 	m := &model{cfg: cfg, rules: r, key: key}
 	for i := range maxAttempts {
@@ -573,7 +573,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			// Temporal knows the root (Config.Retention); a child's own ID it no longer
 			// knows (Config.Child: closed and past retention).
 			asked := m.rules.SweepAsks(s.rec)
-			resettable := asked == m.rootID() && m.resettable(&s)
+			resettable := slices.Contains(asked, m.rootID()) && m.resettable(&s)
 			forget = m.rules.Forgettable(s.rec, now, resettable)
 			what = fmt.Sprintf("Sweep asking Temporal about %q (resettable: %v)", asked, resettable)
 		}

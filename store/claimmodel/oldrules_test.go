@@ -200,6 +200,6 @@ func rulesBeforeRoot() Rules {
 		existing.RootWorkflowID, c.RootWorkflowID = "", ""
 		return store.Decide(existing, found, c)
 	}
-	r.SweepAsks = func(rec store.Record) string { return rec.WorkflowID }
+	r.SweepAsks = func(rec store.Record) []string { return []string{rec.WorkflowID} }
 	return r
 }

@@ -529,6 +529,13 @@ func testResetHeldRoot(t *testing.T, s store.Store, k *keys) {
 	if r.WorkflowID != "run-a_1" || r.RunID != "run-c1" || r.RootWorkflowID != "order-1" || store.Root(r) != "order-1" {
 		t.Fatalf("record of a child: workflow %q run %q root %q; want the child's own and the root's", r.WorkflowID, r.RunID, r.RootWorkflowID)
 	}
+	// A sweep asks Temporal about the root and the child itself (which may outlive it).
+	if got := store.ResetBy(r); !slices.Equal(got, []string{"order-1", "run-a_1"}) {
+		t.Fatalf("ResetBy(child's record) = %q; want the root and the child", got)
+	}
+	if got := store.ResetBy(get(t, s, old)); !slices.Equal(got, []string{"run-a_3"}) {
+		t.Fatalf("ResetBy(rootless record) = %q; want its workflow", got)
+	}
 
 	later := t0.Add(2 * window) // the root reset two days later
 	if _, err := s.Sweep(ctx, later, 0); err != nil {
