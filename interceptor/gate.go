@@ -129,7 +129,8 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	cl := store.Claim{
 		Key: c.key, Activity: c.name, Effect: c.effect.String(), EffectSource: c.source, ArgsHash: c.hash, Args: c.args,
 		Owner: c.owner, Lease: c.lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,
-		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: info.Attempt, Now: c.now,
+		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, RootWorkflowID: h.Root,
+		Attempt: info.Attempt, Now: c.now,
 	}
 	faultpoint.Hit(faultpoint.BeforeClaim)
 	outcome, rec, err := r.opts.Store.Begin(ctx, cl)

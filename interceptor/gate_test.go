@@ -488,6 +488,25 @@ func TestReceiptsCarryTheAttempt(t *testing.T) {
 	}
 }
 
+// A write's record carries the root of its workflow's chain beside the workflow's
+// own ID and run (F1 of the gate attack on issue 18): a workflow with no parent is
+// its own root. (A child's root is its first ancestor's ID, which only a Temporal
+// server sets: integration TestFeatureParentResetAfterTheWindowGrandchild.)
+func TestRecordCarriesTheRootWorkflow(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.run("wf-root", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rs := h.receipts(store.ReceiptFilter{WorkflowID: "wf-root"})
+	if len(rs) == 0 {
+		t.Fatal("no receipts")
+	}
+	rec, err := h.store.Get(context.Background(), rs[0].Key)
+	if err != nil || rec.RootWorkflowID != "wf-root" || rec.WorkflowID != "wf-root" || rec.RunID == "" {
+		t.Fatalf("record: workflow %q run %q root %q, %v; want its own workflow as the root", rec.WorkflowID, rec.RunID, rec.RootWorkflowID, err)
+	}
+}
+
 func decisionsOf(rs []store.Receipt) string {
 	var s []string
 	for _, r := range rs {

@@ -36,6 +36,13 @@ type callHeader struct {
 	// the key (store.Gate.Identity): an activity worker on another store refuses
 	// the write. Empty (older workflows, a client without a store): not checked.
 	Store string `json:"st,omitempty"`
+	// Root is the workflow ID of the root of the scheduling workflow's chain
+	// (workflow.Info.RootWorkflowExecution; the workflow's own ID when it is the
+	// root): the workflow whose reset can re-create the call with the same key under
+	// a child workflow ID of its own. The claim's record carries it
+	// (store.Claim.RootWorkflowID). Empty (older workflow workers): the store
+	// compares the activity's own workflow ID.
+	Root string `json:"rt,omitempty"`
 }
 
 var jsonPlain = map[string][]byte{"encoding": []byte("json/plain")}

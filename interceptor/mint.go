@@ -30,6 +30,7 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 		return appError(err.Error(), ErrTypeArgsInvalid, true, 0)
 	}
 	h := callHeader{}
+	info := workflow.GetInfo(ctx)
 	if e := w.root.classify(activityType).Effect; e != Read {
 		if _, err := canon.Encode(nil, args); err != nil {
 			return argsInvalid(activityType, e, err, "scheduled")
@@ -37,8 +38,10 @@ func (o *workflowOutbound) stamp(ctx workflow.Context, activityType string, args
 		// The key is claimed in this worker's store; one store per key space. A pure
 		// getter (the identity is read when the store opens): no I/O in the workflow.
 		h.Store = w.root.opts.Store.Identity()
+		// The workflow whose reset can re-create this call: the store keeps the
+		// finished write for its claims, the sweep asks Temporal about it.
+		h.Root = rootWorkflowID(info)
 	}
-	info := workflow.GetInfo(ctx)
 	h.Scope = w.keyScope(ctx)
 	if b, ok := ctx.Value(businessKeyCtx{}).(string); ok {
 		h.Business, h.HasBusiness = b, true
@@ -258,4 +261,17 @@ func withoutRunIDs(id string, info *workflow.Info) string {
 		}
 	}
 	return id
+}
+
+// rootWorkflowID is the workflow ID of the root of the workflow's chain: the first
+// workflow of its parent-child chain, or its own when it is the root. A reset of the
+// root re-creates its children (under new SDK-generated IDs when they have no
+// explicit one), which mint the same keys: the store keeps a finished write for a
+// claim of the same root (store.PastWindowForOther), and a sweep asks Temporal about
+// the root (idemgate sweep --temporal-address).
+func rootWorkflowID(info *workflow.Info) string {
+	if r := info.RootWorkflowExecution; r != nil && r.ID != "" {
+		return r.ID
+	}
+	return info.WorkflowExecution.ID
 }

@@ -44,11 +44,12 @@ func ResetHeld(r Record) bool {
 	return r.Effect == EffectDestructive && r.State == StateCompleted && r.WorkflowID != ""
 }
 
-// Forgettable reports whether a sweep that asked Temporal about r's workflow may
-// forget r at now: r is Expired, or it is ResetHeld, past its window, and Temporal
-// answered that no run of r.WorkflowID can be reset any more (resettable false: no
-// run of the workflow ID is open or closed within the namespace's retention).
-// Without an answer from Temporal, pass resettable true: the record is kept.
+// Forgettable reports whether a sweep that asked Temporal about r's root workflow
+// (Root(r): the workflow whose reset can re-create r's call) may forget r at now: r
+// is Expired, or it is ResetHeld, past its window, and Temporal answered that no run
+// of Root(r) can be reset any more (resettable false: no run of that workflow ID is
+// open or closed within the namespace's retention). Without an answer from
+// Temporal, pass resettable true: the record is kept.
 func Forgettable(r Record, now time.Time, resettable bool) bool {
 	if Expired(r, now) {
 		return true
@@ -56,13 +57,44 @@ func Forgettable(r Record, now time.Time, resettable bool) bool {
 	return ResetHeld(r) && !resettable && !now.Before(r.ExpiresAt)
 }
 
+// Root is the workflow ID whose reset can re-create r's call: r.RootWorkflowID, or
+// r.WorkflowID when the record has no root (written before the root was recorded).
+func Root(r Record) string {
+	if r.RootWorkflowID != "" {
+		return r.RootWorkflowID
+	}
+	return r.WorkflowID
+}
+
+// ResetBy lists the workflow IDs whose reset can send r's key again: Root(r), and
+// r's own workflow ID when that is another (a child can outlive its root and be reset
+// itself). A sweep forgets a ResetHeld record past its window only when Temporal has
+// no run of any of them (Forgettable with resettable false).
+func ResetBy(r Record) []string {
+	root := Root(r)
+	if r.WorkflowID == "" || r.WorkflowID == root {
+		return []string{root}
+	}
+	return []string{root, r.WorkflowID}
+}
+
 // PastWindowForOther reports whether a claim c treats the ResetHeld record r as
-// absent: r's window passed and c comes from another workflow (a business key of
-// WithKey used again: past the window, a new write). A claim from r's own workflow
-// ID is a reset (or a re-run) of the workflow that sent it, and gets the stored
-// result.
+// absent: r's window passed and c comes from another workflow chain (a business key
+// of WithKey used again: past the window, a new write). A claim from r's own
+// workflow ID, or from a workflow of the same root (Root: a child re-created under a
+// new SDK-generated workflow ID by a reset of its parent or grandparent), is a reset
+// (or a re-run) of the execution that sent it, and gets the stored result. A record
+// or claim without a root compares by its workflow ID; a claim is another chain's
+// only when both its workflow ID and its root differ from the record's.
 func PastWindowForOther(r Record, c Claim) bool {
-	return ResetHeld(r) && !c.Now.Before(r.ExpiresAt) && c.WorkflowID != r.WorkflowID
+	if !ResetHeld(r) || c.Now.Before(r.ExpiresAt) || c.WorkflowID == r.WorkflowID {
+		return false
+	}
+	croot := c.RootWorkflowID
+	if croot == "" {
+		croot = c.WorkflowID
+	}
+	return croot != Root(r)
 }
 
 // EffectDestructive is the Effect string of a destructive write (interceptor.Destructive).
@@ -122,7 +154,7 @@ func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record,
 	next.State = StateClaimed
 	next.Owner = c.Owner
 	next.Lease = c.Lease
-	next.WorkflowID, next.RunID, next.Attempt = c.WorkflowID, c.RunID, c.Attempt
+	next.WorkflowID, next.RunID, next.RootWorkflowID, next.Attempt = c.WorkflowID, c.RunID, c.RootWorkflowID, c.Attempt
 	next.Claims = existing.Claims + 1
 	next.UpdatedAt = c.Now
 	// Evidence is per owner: the new one records its own (ApplySent).
@@ -139,21 +171,22 @@ func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record,
 
 func fresh(c Claim) Record {
 	return Record{
-		Key:        c.Key,
-		Activity:   c.Activity,
-		Effect:     c.Effect,
-		ArgsHash:   c.ArgsHash,
-		Args:       c.Args,
-		State:      StateClaimed,
-		Owner:      c.Owner,
-		Lease:      c.Lease,
-		WorkflowID: c.WorkflowID,
-		RunID:      c.RunID,
-		Attempt:    c.Attempt,
-		Claims:     1,
-		CreatedAt:  c.Now,
-		UpdatedAt:  c.Now,
-		ExpiresAt:  c.Expires(),
+		Key:            c.Key,
+		Activity:       c.Activity,
+		Effect:         c.Effect,
+		ArgsHash:       c.ArgsHash,
+		Args:           c.Args,
+		State:          StateClaimed,
+		Owner:          c.Owner,
+		Lease:          c.Lease,
+		WorkflowID:     c.WorkflowID,
+		RunID:          c.RunID,
+		Attempt:        c.Attempt,
+		Claims:         1,
+		RootWorkflowID: c.RootWorkflowID,
+		CreatedAt:      c.Now,
+		UpdatedAt:      c.Now,
+		ExpiresAt:      c.Expires(),
 	}
 }
 

@@ -30,8 +30,11 @@
 // Two kinds of destructive record outlive their window. One whose outcome nobody
 // knows stays until a person resolves it (UnknownOutcome). A finished one of a
 // workflow stays while that workflow can still be reset, since a reset run sends the
-// same key again (ResetHeld): its own workflow's claims get the stored result, and
-// only a sweep that heard from Temporal forgets it (Forgettable, HeldSweeper).
+// same key again (ResetHeld): the claims of its own workflow ID, and of any workflow
+// of the same root (Record.RootWorkflowID, Root: a reset of the root re-creates its
+// children, under new IDs when the SDK generates them), get the stored result, and
+// only a sweep that heard from Temporal that none of ResetBy can be reset forgets it
+// (Forgettable, HeldSweeper).
 //
 // Backends: store/memory (tests), store/sqlite (embedded default) and
 // store/postgres (many workers on many machines).

@@ -79,9 +79,17 @@ type Record struct {
 	Result []byte
 	// ResultOmitted: completed, but the result was over the size limit and not stored.
 	ResultOmitted bool
-	WorkflowID    string
-	RunID         string
-	Attempt       int32
+	// WorkflowID and RunID are the workflow execution of the attempt that holds (or
+	// last held) the claim: the activity's own workflow.
+	WorkflowID string
+	RunID      string
+	// RootWorkflowID is the workflow ID of the root of that workflow's chain (the
+	// workflow itself when it has no parent): the execution whose reset can re-create
+	// the call with the same key, under a child workflow ID of its own (see
+	// PastWindowForOther, Root). Empty in records written before schema 9 (SQLite) /
+	// 10 (PostgreSQL) and from headers of older workflow workers.
+	RootWorkflowID string
+	Attempt        int32
 	// Claims counts how often the key was claimed in this window (first claim, takeovers, re-claims after release).
 	Claims int
 	// MayHaveSent: an earlier attempt may have reached the vendor. Abandon and a
@@ -125,7 +133,11 @@ type Claim struct {
 	TakeOver   bool
 	WorkflowID string
 	RunID      string
-	Attempt    int32
+	// RootWorkflowID is the workflow ID of the root of the claiming workflow's chain
+	// (Record.RootWorkflowID): "" when unknown (an older workflow worker), and for
+	// a standalone activity.
+	RootWorkflowID string
+	Attempt        int32
 	// Now is the caller's clock; stores never read their own, so tests can move time.
 	Now time.Time
 }

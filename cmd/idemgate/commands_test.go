@@ -449,6 +449,62 @@ func TestSweep(t *testing.T) {
 	})
 }
 
+// F2 of the gate attack on issue 18: a child's record names the child's workflow ID,
+// but a reset of its root re-creates the child (under a new ID when the SDK
+// generates it) with the same keys. The sweep asks Temporal about the record's root
+// and its own workflow, and forgets the record only when Temporal has neither: a
+// child gone while its root runs is kept; a child that runs while its root is gone
+// is kept; a child whose root and itself are gone is forgotten.
+func TestSweepAsksAboutTheRootWorkflow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		ctx := context.Background()
+		old := time.Now().Add(-48 * time.Hour)
+		start := func(id string) {
+			t.Helper()
+			if _, err := server.GetDefaultClient().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id,
+				TaskQueue: "nobody-polls-" + id}, "Anything"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seedChild := func(key, wf, root string) {
+			t.Helper()
+			c := store.Claim{Key: key, Activity: "ChargeCard", Effect: "destructive", ArgsHash: "hash-" + key, Args: testArgs,
+				Owner: "owner-" + key, Lease: old.Add(time.Minute), Window: 24 * time.Hour, WorkflowID: wf, RunID: "run-" + wf,
+				RootWorkflowID: root, Attempt: 1, Now: old}
+			if o, _, err := st.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
+				t.Fatalf("seed %s: %v %v", key, o, err)
+			}
+			if err := st.Complete(ctx, store.Transition{Key: key, Owner: c.Owner, Now: old.Add(time.Second), Window: 24 * time.Hour,
+				Result: []byte("stored"), Receipt: store.Receipt{Key: key, Activity: c.Activity, Effect: c.Effect,
+					ArgsHash: c.ArgsHash, WorkflowID: wf, RunID: c.RunID, Attempt: 1, Decision: store.DecisionRan}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := time.Now().UnixNano()
+		root := fmt.Sprintf("wf-root-%s-%d", b.name, n)
+		child := fmt.Sprintf("wf-child-running-%s-%d", b.name, n)
+		start(root)
+		start(child)
+		seedChild("key-root-running-1", fmt.Sprintf("run-of-%s_1", root), root)              // the child is gone, its root runs
+		seedChild("key-root-running-2", child, fmt.Sprintf("wf-root-gone-%s-%d", b.name, n)) // the child runs, its root is gone
+		seedChild("key-root-gone-0001", "wf-child-gone-"+b.name, "wf-root-gone-too-"+b.name) // both gone
+		out := decodeJSON[map[string]any](t, ok(t, "sweep", "--store", b.spec, "--temporal-address", server.GetFrontendHostPort(),
+			"--namespace", server.GetDefaultNamespace(), "--json"))
+		if out["forgotten"] != float64(1) || out["held"] != float64(2) {
+			t.Fatalf("sweep asking Temporal = %v; want the record whose root and workflow are gone forgotten, 2 held", out)
+		}
+		for _, k := range []string{"key-root-running-1", "key-root-running-2"} {
+			if _, err := st.Get(ctx, k); err != nil {
+				t.Fatalf("%s: forgotten although Temporal can still reset its root or its workflow (%v): the reset sends again", k, err)
+			}
+		}
+		if _, err := st.Get(ctx, "key-root-gone-0001"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("key-root-gone-0001 after Temporal said its root and workflow are gone: %v", err)
+		}
+	})
+}
+
 // Issue 18, item 14: a finished destructive write past its window is kept while its
 // workflow can still be reset. A plain sweep keeps it (and says so); a sweep with
 // --temporal-address asks Temporal by workflow ID and forgets only the records of

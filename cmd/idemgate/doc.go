@@ -68,10 +68,12 @@
 // sweep removes the records past their window once and reports how many. It keeps a
 // finished destructive write whose workflow may still be reset (a reset run would send
 // it again) and says how many it kept; with --temporal-address and --namespace it asks
-// Temporal about each one's workflow ID and forgets those Temporal no longer has —
-// only in a namespace where Temporal shows a run this store recorded (in any other,
-// every workflow looks gone: it forgets nothing and fails). With --limit N it
-// forgets at most N, passing over those whose workflow still runs.
+// Temporal about each one's root workflow (the first of its parent-child chain, whose
+// reset re-creates its children with the same keys) and its own workflow, and forgets
+// those whose workflows Temporal no longer has — only in a namespace where Temporal
+// shows a run this store recorded (in any other, every workflow looks gone: it
+// forgets nothing and fails). With --limit N it forgets at most N, passing over those
+// whose workflow still runs.
 //
 // # Exit codes
 //

@@ -18,8 +18,9 @@ import (
 func (c *cli) sweep(args []string) error {
 	f := c.newFlags("sweep", "[flags]", "Removes the records past their window once (receipts are kept) and reports how many. "+
 		"A finished destructive write is kept past its window while its workflow can still be reset (a reset run would "+
-		"send it again); with --temporal-address and --namespace the sweep asks Temporal about each one's workflow ID and "+
-		"forgets those Temporal no longer has (closed and past the namespace's retention); it believes Temporal only in a "+
+		"send it again); with --temporal-address and --namespace the sweep asks Temporal about each one's root workflow "+
+		"(the first of its parent-child chain, whose reset re-creates the children) and its own workflow, and forgets those "+
+		"whose workflows Temporal no longer has (closed and past the namespace's retention); it believes Temporal only in a "+
 		"namespace where Temporal shows a run this store recorded.", true)
 	limit := f.Int("limit", 0, "remove at most N (0: all that expired), and forget at most N held records (passing over those whose workflow Temporal still has)")
 	address := f.String("temporal-address", "", "Temporal frontend host:port to ask whether the workflows of finished destructive writes past their window can still be reset")
@@ -63,10 +64,15 @@ func (c *cli) sweep(args []string) error {
 }
 
 // sweepHeld forgets the held records (store.ResetHeld, past their window) whose
-// workflow ID Temporal no longer has, and counts the others. Without an address it
-// only counts them: without Temporal's word a record is kept. Temporal is asked by
-// workflow ID, not by the recorded run: a reset makes a new run of the same ID, and
-// any run of it still known to Temporal may be reset again.
+// workflows Temporal no longer has, and counts the others. Without an address it
+// only counts them: without Temporal's word a record is kept. Temporal is asked
+// about the record's root workflow (store.Root: the first workflow of its
+// parent-child chain, whose reset re-creates a child under a new SDK-generated ID
+// with the same keys) and, when that is another, about the record's own workflow
+// (which may outlive its root and be reset itself): the record is forgotten only
+// when Temporal has neither. Temporal is asked by workflow ID, not by the recorded
+// run: a reset makes a new run of the same ID, and any run of it still known to
+// Temporal may be reset again.
 //
 // A NotFound is believed only from a namespace that Temporal shows holds this
 // store's workflows (see namespaceHolds): asked in any other namespace — the
@@ -141,20 +147,30 @@ func (sw *heldSweep) page(ctx context.Context, recs []store.Record, limit int) e
 			continue
 		}
 		sw.asked[id] = true
-		d, err := sw.tc.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			gone = append(gone, r)
-		case err != nil:
-			return fmt.Errorf("ask Temporal about workflow %s (key %s): %w. The record is kept", r.WorkflowID, r.Key, err)
-		default:
-			sw.held++
-			if r.RunID != "" && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() == r.RunID {
-				sw.confirmed = true
-			} else if r.RunID != "" {
-				sw.sameIDOtherRun = append(sw.sameIDOtherRun, r)
+		known := false
+		for _, wf := range store.ResetBy(r) {
+			d, err := sw.tc.DescribeWorkflowExecution(ctx, wf, "")
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				continue
 			}
+			if err != nil {
+				return fmt.Errorf("ask Temporal about workflow %s (key %s of workflow %s): %w. The record is kept", wf, r.Key, r.WorkflowID, err)
+			}
+			known = true
+			if wf == r.WorkflowID && r.RunID != "" {
+				if d.GetWorkflowExecutionInfo().GetExecution().GetRunId() == r.RunID {
+					sw.confirmed = true
+				} else {
+					sw.sameIDOtherRun = append(sw.sameIDOtherRun, r)
+				}
+			}
+			break
+		}
+		if known {
+			sw.held++
+		} else {
+			gone = append(gone, r)
 		}
 	}
 	if len(gone) == 0 {

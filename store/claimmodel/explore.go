@@ -58,9 +58,11 @@ type stateKey struct {
 // in neither panics at start-up: a new field of store.Record must be placed here.
 var (
 	encoded = []string{"State", "Owner", "Lease", "CreatedAt", "ExpiresAt", "Claims", "MayHaveSent", "Sent"}
-	// Constant for one key in the model, or read by no rule.
+	// Constant for one key in the model, read by no rule, or set with the owner by
+	// every claim (WorkflowID, RunID: the owner's attempt's; RootWorkflowID is
+	// constant).
 	ignored = []string{"Key", "Activity", "Effect", "ArgsHash", "Args", "Result", "ResultOmitted",
-		"WorkflowID", "RunID", "Attempt", "UpdatedAt"}
+		"WorkflowID", "RunID", "RootWorkflowID", "Attempt", "UpdatedAt"}
 )
 
 func init() {

@@ -295,6 +295,39 @@ func TestExploreFindsTheResetForgotten(t *testing.T) {
 	}
 }
 
+// Findings F1 and F2 of the gate attack on issue 18: a child whose workflow ID the
+// SDK generates is re-created by a reset of its root under a new ID, with the same
+// keys. On the rules of item 14 its finished charge was claimed afresh past the
+// window (another workflow ID) and forgotten by a sweep that asked Temporal about
+// the child, long gone, while the root could still be reset. The model finds both;
+// the current rules compare and ask about the root (TestExplore).
+func TestExploreFindsTheChildReCreated(t *testing.T) {
+	var cfg Config
+	for _, c := range Configs() {
+		if c.Child {
+			cfg = c
+		}
+	}
+	if !cfg.Child {
+		t.Fatal("no Child configuration in Configs")
+	}
+	res := Explore(cfg, rulesBeforeRoot(), 5)
+	var claim, sweep bool
+	for _, v := range res.Violations {
+		if v.Kind != ResetForgotten {
+			continue
+		}
+		last := v.Steps[len(v.Steps)-1]
+		claim = claim || strings.Contains(last, "Begin: claimed")
+		sweep = sweep || strings.Contains(last, "Sweep asking Temporal")
+		t.Logf("%s: %s", cfg.Name, v)
+	}
+	if !claim || !sweep {
+		t.Errorf("%s: rules before the root, depth 5: want %q by a fresh claim and by a sweep asking Temporal; found %v",
+			cfg.Name, ResetForgotten, res.Violations)
+	}
+}
+
 // A sweep that asks Temporal forgets a finished destructive write once its workflow
 // closed and its retention passed, and not before.
 func TestSweepAskingTemporalForgetsPastRetention(t *testing.T) {

@@ -41,6 +41,13 @@ type Config struct {
 	// namespace's retention) after. A sweep that asks Temporal then learns whether it
 	// can still be reset. Every later attempt may be a reset run of it.
 	Retention time.Duration
+	// Child: the attempts run in a child workflow whose ID the SDK generates from
+	// its parent's run ID (a grandchild, any child without an explicit WorkflowID).
+	// Each attempt may be a child that a reset of the root re-created under a new
+	// workflow ID (attempt i: child-i) with the same keys and the same root
+	// (root-1). Retention then models the root; the children closed long ago and
+	// are past retention, so Temporal knows none of their IDs.
+	Child bool
 }
 
 // horizon is cfg.Horizon, or Horizon when it is zero, in seconds.
@@ -72,7 +79,11 @@ func Configs() []Config {
 	// Issue 18 item 12: configuration and wire disagree.
 	unkeyed.Name, unkeyed.Effect, unkeyed.VendorWindow, unkeyed.Unkeyed = "destructive-vendor-unkeyed", "destructive", 5*time.Minute, true
 	keyed.Retention, unkeyed.Retention = 15*time.Minute, 15*time.Minute
-	return []Config{idem, destr, keyed, unkeyed}
+	// The findings F1 and F2 of the issue-18 gate attack: the write of a child
+	// re-created by its root's reset.
+	child := destr
+	child.Name, child.Child = "destructive-child", true
+	return []Config{idem, destr, keyed, unkeyed, child}
 }
 
 const maxAttempts = 3
@@ -187,6 +198,9 @@ type model struct {
 }
 
 func newModel(cfg Config, r Rules, key string) *model {
+	if r.SweepAsks == nil { // rules built without it: one workflow, its own root
+		r.SweepAsks = store.ResetBy
+	}
 	m := &model{cfg: cfg, rules: r, key: key}
 	for i := range maxAttempts {
 		m.owners[i] = fmt.Sprintf("a%d", i+1)
@@ -214,12 +228,25 @@ var args = []byte(`{"amount":4200}`)
 // clock may run behind and the next worker's ahead. The attempt itself runs until its
 // deadline (a.lease) by its own clock.
 func (m *model) claim(i int, clock int32, hash string) store.Claim {
-	return store.Claim{
+	c := store.Claim{
 		Key: m.key, Activity: "ChargeCard", Effect: m.cfg.Effect, ArgsHash: hash, Args: args,
 		Owner: m.owners[i], Lease: at(clock + dsecs(m.cfg.Leases[i]) + m.slack), Window: m.cfg.Window,
-		TakeOver: m.cfg.Effect == "idempotent-write", WorkflowID: "wf-1", RunID: m.runs[i],
+		TakeOver: m.cfg.Effect == "idempotent-write", WorkflowID: m.rootID(), RunID: m.runs[i],
 		Attempt: int32(i + 1), Now: at(clock),
 	}
+	if m.cfg.Child {
+		c.WorkflowID, c.RootWorkflowID = fmt.Sprintf("child-%d", i+1), m.rootID()
+	}
+	return c
+}
+
+// rootID is the workflow ID of the workflow a reset of which re-creates the call:
+// the attempts' own (wf-1), or their root's (Config.Child).
+func (m *model) rootID() string {
+	if m.cfg.Child {
+		return "root-1"
+	}
+	return "wf-1"
 }
 
 func (m *model) transition(owner string, clock int32, d store.Decision) store.Transition {
@@ -543,9 +570,12 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		forget := m.rules.Expired(s.rec, now)
 		what := "Sweep"
 		if e.Kind == EvSweepTemporal {
-			resettable := m.resettable(&s)
+			// Temporal knows the root (Config.Retention); a child's own ID it no longer
+			// knows (Config.Child: closed and past retention).
+			asked := m.rules.SweepAsks(s.rec)
+			resettable := slices.Contains(asked, m.rootID()) && m.resettable(&s)
 			forget = m.rules.Forgettable(s.rec, now, resettable)
-			what = fmt.Sprintf("Sweep asking Temporal (resettable: %v)", resettable)
+			what = fmt.Sprintf("Sweep asking Temporal about %q (resettable: %v)", asked, resettable)
 		}
 		if forget {
 			if m.live(&s) {

@@ -189,3 +189,17 @@ func rulesBeforeResetHeld() Rules {
 	r.Blocking = func(rec store.Record, now time.Time) bool { return store.Resolvable(rec, now) && !expired(rec, now) }
 	return r
 }
+
+// rulesBeforeRoot are the rules of item 14 of issue 18, before the record carried
+// its root workflow ID (findings F1 and F2 of the gate attack): a claim past the
+// window from another workflow ID was a new write, and a sweep asked Temporal about
+// the record's own workflow ID.
+func rulesBeforeRoot() Rules {
+	r := Current()
+	r.Decide = func(existing store.Record, found bool, c store.Claim) (store.Outcome, store.Record, bool) {
+		existing.RootWorkflowID, c.RootWorkflowID = "", ""
+		return store.Decide(existing, found, c)
+	}
+	r.SweepAsks = func(rec store.Record) []string { return []string{rec.WorkflowID} }
+	return r
+}

@@ -19,6 +19,10 @@ type Rules struct {
 	// Forgettable: a sweep that asked Temporal whether r's workflow can still be
 	// reset (resettable) removes r.
 	Forgettable func(r store.Record, now time.Time, resettable bool) bool
+	// SweepAsks are the workflow IDs a sweep asks Temporal about for r (idemgate
+	// sweep --temporal-address): the workflows whose reset can re-create r's call.
+	// r is resettable when Temporal knows any of them.
+	SweepAsks func(r store.Record) []string
 	// Resend is the vendor-window rule of the gate (Options.VendorWindows) and of
 	// idemhttp: may a destructive write whose key was first claimed at first be
 	// re-sent at now to a vendor that remembers keys for window, when clocks differ
@@ -48,6 +52,7 @@ func Current() Rules {
 		Blocking:     store.Blocking,
 		Expired:      store.Expired,
 		Forgettable:  store.Forgettable,
+		SweepAsks:    store.ResetBy,
 		Resend:       attempt.InVendorWindow,
 		ResendMargin: func(skew time.Duration) time.Duration { return 2 * skew },
 		MayHaveSent:  func(r store.Record) bool { return r.MayHaveSent },

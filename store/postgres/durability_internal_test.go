@@ -61,7 +61,7 @@ func TestClaimCommitsSynchronously(t *testing.T) {
 				want      string
 			}{
 				{"claim", beginSQL + syncedCommit, []any{"k1", "ChargeCard", "destructive", "h1", []byte(nil), "a",
-					now.Add(time.Minute), now.Add(time.Hour), false, "wf", "run", 1, now, store.LeaseMargin, store.EffectByName}, "on"},
+					now.Add(time.Minute), now.Add(time.Hour), false, "wf", "run", 1, now, store.LeaseMargin, store.EffectByName, "root"}, "on"},
 				{"complete", completeSQL, append([]any{"k1", "a", now, []byte("{}"), false, now.Add(time.Hour)},
 					receiptArgs(r)...), tc.session},
 				{"append", appendSQL, receiptArgs(r), tc.session},

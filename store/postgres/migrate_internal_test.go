@@ -465,3 +465,57 @@ func TestMigrateToVersion8(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A schema of every earlier version opens under version 10: its records have no
+// root workflow ID (store.Root falls back to the workflow ID, so a finished charge
+// past its window still answers its own workflow's reset, and another workflow's
+// claim is a new write), and a claim's root is stored, compared (the new
+// idemgate_begin) and kept by a takeover.
+func TestMigrateToVersion10(t *testing.T) {
+	ctx := context.Background()
+	at := func(sec int) time.Time { return time.Date(2026, 11, 29, 12, 0, sec, 0, time.UTC) }
+	for from := 1; from <= 9; from++ {
+		cols := strings.TrimSuffix(recordColumnsV7, ", may_have_sent")
+		vals := `'k1', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'completed', 'o1', '2026-11-29 12:00:01Z', '\x7b7d', false,
+			 'wf', 'run', 1, 1, '2026-11-29 12:00:01Z', '2026-11-29 12:00:02Z', '2026-11-29 12:00:03Z'`
+		if from >= 4 {
+			cols, vals = recordColumnsV7, vals+", false"
+		}
+		sd, _, _ := oldSchema(t, from, `INSERT INTO idemgate_records (`+cols+`) VALUES (`+vals+`)`)
+		s, err := Open(ctx, sd)
+		if err != nil {
+			t.Fatalf("open a version %d schema: %v", from, err)
+		}
+		r, err := s.Get(ctx, "k1")
+		if err != nil || r.RootWorkflowID != "" || store.Root(r) != "wf" {
+			t.Fatalf("version %d: the old record = %+v, %v; want no root", from, r, err)
+		}
+		reset := store.Claim{Key: "k1", Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h", Owner: "o2", Now: at(10),
+			Lease: at(70), Window: time.Hour, WorkflowID: "wf", RunID: "run-2", RootWorkflowID: "root"}
+		if o, _, err := s.Begin(ctx, reset); err != nil || o != store.OutcomeCompleted {
+			t.Fatalf("version %d: its workflow's reset past the window = %s, %v; want the stored result", from, o, err)
+		}
+		c := reset
+		c.Key, c.WorkflowID, c.RunID = "k2", "child-1", "run-c1"
+		if o, rec, err := s.Begin(ctx, c); err != nil || o != store.OutcomeClaimed || rec.RootWorkflowID != "root" {
+			t.Fatalf("version %d: Begin(k2) = %s, root %q, %v", from, o, rec.RootWorkflowID, err)
+		}
+		if err := s.Complete(ctx, store.Transition{Key: "k2", Owner: "o2", Now: at(11), Window: time.Second,
+			Receipt: store.Receipt{Key: "k2", Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionRan, ArgsHash: "h"}}); err != nil {
+			t.Fatalf("version %d: Complete(k2): %v", from, err)
+		}
+		// Past the window: a child of the same root under a new ID gets the stored result.
+		again := c
+		again.Owner, again.WorkflowID, again.RunID, again.Now, again.Lease = "o3", "child-2", "run-c2", at(8000), at(8060)
+		if o, rec, err := s.Begin(ctx, again); err != nil || o != store.OutcomeCompleted || rec.WorkflowID != "child-1" {
+			t.Fatalf("version %d: the re-created child past the window = %s (workflow %q), %v; want the stored result",
+				from, o, rec.WorkflowID, err)
+		}
+		other := again
+		other.Owner, other.WorkflowID, other.RootWorkflowID = "o4", "wf-9", "root-9"
+		if o, rec, err := s.Begin(ctx, other); err != nil || o != store.OutcomeClaimed || rec.RootWorkflowID != "root-9" {
+			t.Fatalf("version %d: another root past the window = %s (root %q), %v; want a new write", from, o, rec.RootWorkflowID, err)
+		}
+		s.Close()
+	}
+}

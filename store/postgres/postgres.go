@@ -115,15 +115,16 @@ func (s *Store) Close() error {
 }
 
 const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
-	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent, sent`
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent, sent, root_workflow_id`
 
 // beginSQL is one round trip: idemgate_begin applies store.Decide and appends the
 // claim receipt in the statement's own transaction.
 const beginSQL = `SELECT b.o_outcome, (b.o_rec).key, (b.o_rec).activity, (b.o_rec).effect, (b.o_rec).args_hash,
 	(b.o_rec).args, (b.o_rec).state, (b.o_rec).owner, (b.o_rec).lease, (b.o_rec).result, (b.o_rec).result_omitted,
 	(b.o_rec).workflow_id, (b.o_rec).run_id, (b.o_rec).attempt, (b.o_rec).claims, (b.o_rec).created_at,
-	(b.o_rec).updated_at, (b.o_rec).expires_at, (b.o_rec).may_have_sent, (b.o_rec).sent
-	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) b`
+	(b.o_rec).updated_at, (b.o_rec).expires_at, (b.o_rec).may_have_sent, (b.o_rec).sent,
+	(b.o_rec).root_workflow_id
+	FROM idemgate_begin($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) b`
 
 // syncedCommit, joined to a statement's FROM list, makes the commit of the
 // statement's own transaction wait for the WAL flush (synchronous_commit=on for
@@ -138,7 +139,7 @@ func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.
 	var outcome string
 	row := s.pool.QueryRow(ctx, beginSQL+syncedCommit, c.Key, c.Activity, c.Effect, c.ArgsHash, c.Args, c.Owner,
 		micro(c.Lease), micro(c.Expires()), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now), store.LeaseMargin,
-		c.EffectSource)
+		c.EffectSource, c.RootWorkflowID)
 	rec, err := scanRecord(row, &outcome)
 	if err != nil {
 		return "", store.Record{}, s.fail("begin", err)
@@ -575,7 +576,7 @@ func scanRecord(row pgx.Row, outcome *string) (store.Record, error) {
 	)
 	dest := []any{&r.Key, &r.Activity, &r.Effect, &r.ArgsHash, &r.Args, &state, &r.Owner, &r.Lease, &r.Result,
 		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt,
-		&r.MayHaveSent, &sent}
+		&r.MayHaveSent, &sent, &r.RootWorkflowID}
 	if outcome != nil {
 		dest = append([]any{outcome}, dest...)
 	}

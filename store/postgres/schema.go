@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
@@ -330,11 +330,18 @@ var migrations = []string{
 // of its own workflow ID, which a reset of that workflow makes (store.ResetHeld,
 // store.PastWindowForOther): idemgate_begin of version 8 with its expiry test
 // extended, replaced in place.
+//
+// 10: the root workflow ID of the claiming workflow's chain
+// (store.Record.RootWorkflowID; older records have the empty one), and idemgate_begin of
+// version 9 with one more parameter, p_root_workflow_id (store.Claim.RootWorkflowID),
+// which a fresh claim and a takeover store, and with its expiry test comparing
+// roots (store.PastWindowForOther, store.Root).
 func init() {
 	migrations = append(migrations, beginV6())
 	migrations = append(migrations, beginV7())
 	migrations = append(migrations, beginV8())
 	migrations = append(migrations, beginV9())
+	migrations = append(migrations, beginV10())
 }
 
 // beginV6 is migration 6, built from migration 4's idemgate_begin.
@@ -384,6 +391,42 @@ func beginV9() string {
 		panic("idemgate/store/postgres: migration 8 changed shape; migration 9 is built from it")
 	}
 	return strings.Replace(v8[i:], expiredV7, expiredResetHeld, 1)
+}
+
+// expiredRoot is expiredResetHeld comparing roots: a claim is another workflow's
+// only when both its workflow ID and its root (the workflow ID when it has none)
+// differ from the record's.
+const expiredRoot = `expired := p_now >= r.expires_at AND NOT (r.state = 'claimed' AND p_now < r.lease + p_lease_margin)
+				AND NOT (r.effect = 'destructive' AND r.state IN ('claimed', 'unknown'))
+				AND NOT (r.effect = 'destructive' AND r.state = 'completed' AND r.workflow_id <> ''
+					AND (r.workflow_id = p_workflow_id
+						OR coalesce(nullif(r.root_workflow_id, ''), r.workflow_id) =
+							coalesce(nullif(p_root_workflow_id, ''), p_workflow_id)));`
+
+// beginV10 is migration 10, built from migration 9's idemgate_begin.
+func beginV10() string {
+	v9 := migrations[8]
+	if !strings.HasPrefix(v9, "CREATE OR REPLACE FUNCTION idemgate_begin(") || len(migrations) != 9 {
+		panic("idemgate/store/postgres: migration 9 changed shape; migration 10 is built from it")
+	}
+	fn := "CREATE FUNCTION" + v9[len("CREATE OR REPLACE FUNCTION"):]
+	for _, r := range [][2]string{
+		{"p_effect_source text,\n\t\tOUT o_outcome", "p_effect_source text,\n\t\tp_root_workflow_id text,\n\t\tOUT o_outcome"},
+		{"expires_at,\n\t\t\t\tmay_have_sent)", "expires_at,\n\t\t\t\tmay_have_sent, root_workflow_id)"},
+		{"p_now, p_now, p_expires, false)", "p_now, p_now, p_expires, false, p_root_workflow_id)"},
+		{freshV7 + ", sent = ''", freshV7 + ", sent = '', root_workflow_id = p_root_workflow_id"},
+		{takeOverV7 + " sent = '',", takeOverV7 + " sent = '', root_workflow_id = p_root_workflow_id,"},
+		{expiredResetHeld, expiredRoot},
+	} {
+		if strings.Count(fn, r[0]) != 1 {
+			panic("idemgate/store/postgres: migration 9's idemgate_begin changed shape; migration 10 is built from it: " + r[0])
+		}
+		fn = strings.Replace(fn, r[0], r[1], 1)
+	}
+	return `DROP FUNCTION idemgate_begin(text, text, text, text, bytea, text, timestamptz, timestamptz, boolean,
+		text, text, integer, timestamptz, interval, text);
+	ALTER TABLE idemgate_records ADD COLUMN root_workflow_id text NOT NULL DEFAULT '';
+	` + fn
 }
 
 func beginV7() string {

@@ -515,3 +515,56 @@ func TestMigrateToVersion8(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A file of every earlier version opens under version 9: its records have no root
+// workflow ID (store.Root falls back to the workflow ID, so a finished charge past
+// its window still answers its own workflow's reset), and a claim's root is stored.
+func TestMigrateToVersion9(t *testing.T) {
+	ctx := context.Background()
+	for from := 1; from <= 8; from++ {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", from))
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts := append(slices.Clone(migrations[:from]), fmt.Sprintf("PRAGMA user_version = %d", from))
+		cols, vals := v3RecordColumns, `'k1', 'ChargeCard', 'destructive', 'h', '[1]', 'completed', 'o1', 1, X'7b7d', 0, 'wf', 'run', 1, 1, 1, 2, 3`
+		if from >= 4 {
+			cols, vals = recordColumnsV7, vals+", 0"
+		}
+		stmts = append(stmts, `INSERT INTO idemgate_records (`+cols+`) VALUES (`+vals+`)`)
+		for _, q := range stmts {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("version %d: %s: %v", from, q, err)
+			}
+		}
+		db.Close()
+		s, err := Open(ctx, path)
+		if err != nil {
+			t.Fatalf("open a version %d file: %v", from, err)
+		}
+		r, err := s.Get(ctx, "k1")
+		if err != nil || r.RootWorkflowID != "" || store.Root(r) != "wf" {
+			t.Fatalf("version %d: the old record after the migration = %+v, %v; want no root", from, r, err)
+		}
+		now := time.Now()
+		reset := store.Claim{Key: "k1", Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h", Owner: "o2", Now: now,
+			Lease: now.Add(time.Minute), Window: time.Hour, WorkflowID: "wf", RunID: "run-2", RootWorkflowID: "root"}
+		if o, _, err := s.Begin(ctx, reset); err != nil || o != store.OutcomeCompleted {
+			t.Fatalf("version %d: its workflow's reset past the window = %s, %v; want the stored result", from, o, err)
+		}
+		c := reset
+		c.Key, c.WorkflowID = "k2", "child"
+		if o, _, err := s.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
+			t.Fatalf("version %d: Begin(k2) = %s, %v", from, o, err)
+		}
+		s.Close()
+		if s, err = Open(ctx, path); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Get(ctx, "k2"); err != nil || r.RootWorkflowID != "root" || r.WorkflowID != "child" {
+			t.Fatalf("version %d: a new claim's record after a reopen: root %q workflow %q, %v", from, r.RootWorkflowID, r.WorkflowID, err)
+		}
+		s.Close()
+	}
+}

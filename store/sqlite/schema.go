@@ -158,10 +158,16 @@ var migrations = []string{
 		value TEXT NOT NULL
 	) WITHOUT ROWID;
 	INSERT INTO idemgate_meta (name, value) VALUES ('identity', 'sqlite-' || lower(hex(randomblob(16))));`,
+
+	// 9: the root workflow ID of the claiming workflow's chain
+	// (store.Record.RootWorkflowID), compared by store.PastWindowForOther and asked
+	// about by a sweep. Older records have none ('': store.Root falls back to the
+	// workflow ID).
+	`ALTER TABLE idemgate_records ADD COLUMN root_workflow_id TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // selectIdentity reads the store's identity (migration 8).
 const selectIdentity = `SELECT value FROM idemgate_meta WHERE name = 'identity'`
@@ -195,7 +201,7 @@ func migrate(ctx context.Context, w *sql.DB) error {
 }
 
 const recordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
-	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent, sent`
+	workflow_id, run_id, attempt, claims, created_at, updated_at, expires_at, may_have_sent, sent, root_workflow_id`
 
 // v3RecordColumns are the record columns of schema version 3, which its migration copies.
 const v3RecordColumns = `key, activity, effect, args_hash, args, state, owner, lease, result, result_omitted,
@@ -207,13 +213,14 @@ const selectRecord = `SELECT ` + recordColumns + ` FROM idemgate_records WHERE k
 // released or taken over, as store.Decide decided under the write lock) is
 // replaced in place.
 const upsertRecord = `INSERT INTO idemgate_records (` + recordColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (key) DO UPDATE SET activity = excluded.activity, effect = excluded.effect,
 	args_hash = excluded.args_hash, args = excluded.args, state = excluded.state, owner = excluded.owner,
 	lease = excluded.lease, result = excluded.result, result_omitted = excluded.result_omitted,
 	workflow_id = excluded.workflow_id, run_id = excluded.run_id, attempt = excluded.attempt,
 	claims = excluded.claims, created_at = excluded.created_at, updated_at = excluded.updated_at,
-	expires_at = excluded.expires_at, may_have_sent = excluded.may_have_sent, sent = excluded.sent`
+	expires_at = excluded.expires_at, may_have_sent = excluded.may_have_sent, sent = excluded.sent,
+	root_workflow_id = excluded.root_workflow_id`
 
 // setSent writes the evidence of store.ApplySent, for the claim's owner only.
 const setSent = `UPDATE idemgate_records SET sent = ? WHERE key = ? AND owner = ? AND state = 'claimed'`
@@ -228,7 +235,7 @@ const insertReceipt = `INSERT INTO idemgate_receipts (time, key, activity, effec
 // insertNew is the claim of a key with no record, the common case: Begin tries it
 // first and reads the record only when the key is taken.
 const insertNew = `INSERT INTO idemgate_records (` + recordColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (key) DO NOTHING`
 
 // completeRecord, releaseRecord and abandonRecord are store.Apply in SQL: they

@@ -522,7 +522,7 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, r store.Record) error {
 func recordArgs(r store.Record) []any {
 	return []any{r.Key, r.Activity, r.Effect, r.ArgsHash, r.Args, string(r.State), r.Owner, r.Lease.UnixMicro(),
 		r.Result, r.ResultOmitted, r.WorkflowID, r.RunID, r.Attempt, r.Claims, r.CreatedAt.UnixMicro(),
-		r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro(), r.MayHaveSent, store.EncodeSent(r.Sent)}
+		r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro(), r.MayHaveSent, store.EncodeSent(r.Sent), r.RootWorkflowID}
 }
 
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error {
@@ -651,7 +651,8 @@ func scanRecord(row interface{ Scan(...any) error }) (store.Record, bool, error)
 		sent                             string
 	)
 	err := row.Scan(&r.Key, &r.Activity, &r.Effect, &r.ArgsHash, &r.Args, &state, &r.Owner, &lease, &r.Result,
-		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &created, &updated, &expires, &r.MayHaveSent, &sent)
+		&r.ResultOmitted, &r.WorkflowID, &r.RunID, &r.Attempt, &r.Claims, &created, &updated, &expires, &r.MayHaveSent, &sent,
+		&r.RootWorkflowID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Record{}, false, nil
 	}

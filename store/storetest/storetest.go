@@ -71,6 +71,7 @@ var storeTests = []struct {
 	{"LiveClaimOutlivesItsWindow", testLiveClaimOutlivesWindow},
 	{"UnknownDestructiveOutlivesItsWindow", testUnknownOutlivesWindow},
 	{"FinishedDestructiveKeptWhileResettable", testResetHeld},
+	{"FinishedDestructiveKeptForItsRootsChildren", testResetHeldRoot},
 	{"CompletionKeptWhileItsLeaseRuns", testCompletionKeptForLease},
 	{"TakeoverKeepsTheRecordPastItsLease", testTakeoverKeepsRecord},
 	{"MayHaveSentIsMonotone", testMayHaveSentMonotone},
@@ -494,6 +495,86 @@ func testResetHeld(t *testing.T, s store.Store, k *keys) {
 	}
 	if rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: forgotten}); err != nil || len(rs) != 2 {
 		t.Fatalf("receipts of a forgotten key = %d (%v), want its claim's and completion's", len(rs), err)
+	}
+}
+
+// A finished destructive write of a child workflow is kept past its window for a
+// claim from any workflow of the same root (store.Root, store.PastWindowForOther):
+// a reset of the root re-creates a child whose workflow ID the SDK generates anew
+// (a grandchild, any child without an explicit ID) and which mints the same keys.
+// The record keeps the attempt's own workflow ID and run ID beside the root's. A
+// claim from another root and another workflow ID is a new write; a record without
+// a root (written before roots were recorded) compares by its workflow ID.
+func testResetHeldRoot(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	child, old, other := k.key("root-held"), k.key("root-held-old"), k.key("root-held-other")
+	complete := func(c store.Claim) {
+		t.Helper()
+		begin(t, s, c, store.OutcomeClaimed)
+		if err := s.Complete(ctx, tr(c.Key, c.Owner, t0.Add(time.Second), store.DecisionRan)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ofChild := func(key, owner, wf, run string, now time.Time) store.Claim {
+		c := claim(key, owner, "h1", now)
+		c.WorkflowID, c.RunID, c.RootWorkflowID = wf, run, "order-1"
+		return c
+	}
+	complete(ofChild(child, "a", "run-a_1", "run-c1", t0))
+	complete(ofChild(other, "a", "run-a_2", "run-c2", t0))
+	oc := claim(old, "a", "h1", t0) // no root: an older record
+	oc.WorkflowID = "run-a_3"
+	complete(oc)
+	r := get(t, s, child)
+	if r.WorkflowID != "run-a_1" || r.RunID != "run-c1" || r.RootWorkflowID != "order-1" || store.Root(r) != "order-1" {
+		t.Fatalf("record of a child: workflow %q run %q root %q; want the child's own and the root's", r.WorkflowID, r.RunID, r.RootWorkflowID)
+	}
+	// A sweep asks Temporal about the root and the child itself (which may outlive it).
+	if got := store.ResetBy(r); !slices.Equal(got, []string{"order-1", "run-a_1"}) {
+		t.Fatalf("ResetBy(child's record) = %q; want the root and the child", got)
+	}
+	if got := store.ResetBy(get(t, s, old)); !slices.Equal(got, []string{"run-a_3"}) {
+		t.Fatalf("ResetBy(rootless record) = %q; want its workflow", got)
+	}
+
+	later := t0.Add(2 * window) // the root reset two days later
+	if _, err := s.Sweep(ctx, later, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The re-created child (a new generated workflow ID, the same root) gets the stored result.
+	if rec := begin(t, s, ofChild(child, "b", "run-b_1", "run-c3", later), store.OutcomeCompleted); rec.Owner != "a" {
+		t.Fatalf("the root's reset re-created the child past the window: owner %q; want the stored result of a", rec.Owner)
+	}
+	// Another root (and another workflow ID): a business key used again, a new write.
+	another := ofChild(other, "d", "wf-9", "run-9", later)
+	another.RootWorkflowID = "order-2"
+	if rec := begin(t, s, another, store.OutcomeClaimed); rec.Owner != "d" || rec.RootWorkflowID != "order-2" || rec.WorkflowID != "wf-9" {
+		t.Fatalf("another root past the window: owner %q root %q workflow %q; want a new write of d", rec.Owner, rec.RootWorkflowID, rec.WorkflowID)
+	}
+	// A record without a root: a claim of its workflow ID is a reset whatever the
+	// claim's root says; another workflow ID is compared with the record's workflow ID.
+	same := ofChild(old, "e", "run-a_3", "run-x", later)
+	if rec := begin(t, s, same, store.OutcomeCompleted); rec.Owner != "a" {
+		t.Fatalf("a rootless record claimed by its workflow ID with a root: owner %q; want the stored result", rec.Owner)
+	}
+	// A claim without a root (an older workflow worker) from the record's root workflow.
+	fromRoot := claim(child, "f", "h1", later)
+	fromRoot.WorkflowID = "order-1"
+	if rec := begin(t, s, fromRoot, store.OutcomeCompleted); rec.Owner != "a" {
+		t.Fatalf("a rootless claim of the root workflow: owner %q; want the stored result", rec.Owner)
+	}
+	if rec := begin(t, s, ofChild(old, "g", "run-b_3", "run-y", later), store.OutcomeClaimed); rec.Owner != "g" {
+		t.Fatalf("a rootless record claimed by another workflow ID: owner %q; want a new write", rec.Owner)
+	}
+	if hs, ok := s.(store.HeldSweeper); ok {
+		rs, err := hs.Held(ctx, later, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(rs, func(r store.Record) bool { return r.Key == child })
+		if i < 0 || rs[i].RootWorkflowID != "order-1" || rs[i].WorkflowID != "run-a_1" {
+			t.Fatalf("Held past the window = %v; want %s with its root", ours(k, rs), child)
+		}
 	}
 }
 
