@@ -119,7 +119,10 @@ chmod 0755 "$tmp/pg_ctl"
 
 port=""
 for _ in 1 2 3 4 5 6 7 8 9 10; do
-	p=$((20000 + RANDOM % 40000))
+	# Below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768+ by
+	# default): while an outage test has the server stopped, a process binding port 0
+	# (an in-process Temporal server of another package's tests) must not take its port.
+	p=$((20000 + RANDOM % 12000))
 	port_free "$p" || continue
 	{
 		echo "listen_addresses = '127.0.0.1'"

@@ -460,17 +460,21 @@ func TestSweepAsksAboutTheRootWorkflow(t *testing.T) {
 		st := openStore(t, b)
 		ctx := context.Background()
 		old := time.Now().Add(-48 * time.Hour)
-		start := func(id string) {
+		start := func(id string) string {
 			t.Helper()
-			if _, err := server.GetDefaultClient().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id,
-				TaskQueue: "nobody-polls-" + id}, "Anything"); err != nil {
+			run, err := server.GetDefaultClient().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id,
+				TaskQueue: "nobody-polls-" + id}, "Anything")
+			if err != nil {
 				t.Fatal(err)
 			}
+			return run.GetRunID()
 		}
-		seedChild := func(key, wf, root string) {
+		// run is the run ID the gate records: a real one where the workflow runs, so
+		// the sweep can confirm the namespace (it believes a NotFound only there).
+		seedChild := func(key, wf, run, root string) {
 			t.Helper()
 			c := store.Claim{Key: key, Activity: "ChargeCard", Effect: "destructive", ArgsHash: "hash-" + key, Args: testArgs,
-				Owner: "owner-" + key, Lease: old.Add(time.Minute), Window: 24 * time.Hour, WorkflowID: wf, RunID: "run-" + wf,
+				Owner: "owner-" + key, Lease: old.Add(time.Minute), Window: 24 * time.Hour, WorkflowID: wf, RunID: run,
 				RootWorkflowID: root, Attempt: 1, Now: old}
 			if o, _, err := st.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
 				t.Fatalf("seed %s: %v %v", key, o, err)
@@ -485,10 +489,11 @@ func TestSweepAsksAboutTheRootWorkflow(t *testing.T) {
 		root := fmt.Sprintf("wf-root-%s-%d", b.name, n)
 		child := fmt.Sprintf("wf-child-running-%s-%d", b.name, n)
 		start(root)
-		start(child)
-		seedChild("key-root-running-1", fmt.Sprintf("run-of-%s_1", root), root)              // the child is gone, its root runs
-		seedChild("key-root-running-2", child, fmt.Sprintf("wf-root-gone-%s-%d", b.name, n)) // the child runs, its root is gone
-		seedChild("key-root-gone-0001", "wf-child-gone-"+b.name, "wf-root-gone-too-"+b.name) // both gone
+		childRun := start(child)
+		gone := fmt.Sprintf("run-of-%s_1", root)
+		seedChild("key-root-running-1", gone, "run-"+gone, root)                                                 // the child is gone, its root runs
+		seedChild("key-root-running-2", child, childRun, fmt.Sprintf("wf-root-gone-%s-%d", b.name, n))           // the child runs, its root is gone
+		seedChild("key-root-gone-0001", "wf-child-gone-"+b.name, "run-gone-"+b.name, "wf-root-gone-too-"+b.name) // both gone
 		out := decodeJSON[map[string]any](t, ok(t, "sweep", "--store", b.spec, "--temporal-address", server.GetFrontendHostPort(),
 			"--namespace", server.GetDefaultNamespace(), "--json"))
 		if out["forgotten"] != float64(1) || out["held"] != float64(2) {
