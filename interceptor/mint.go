@@ -269,9 +269,17 @@ func withoutRunIDs(id string, info *workflow.Info) string {
 // explicit one), which mint the same keys: the store keeps a finished write for a
 // claim of the same root (store.PastWindowForOther), and a sweep asks Temporal about
 // the root (idemgate sweep --temporal-address).
+//
+// A server that does not send the root (older Temporal servers) leaves
+// RootWorkflowExecution nil: a child then names its parent, the nearest ancestor its
+// start event names (the root itself for a child of a root), never itself — its own
+// ID is the one a reset of its parent replaces.
 func rootWorkflowID(info *workflow.Info) string {
 	if r := info.RootWorkflowExecution; r != nil && r.ID != "" {
 		return r.ID
+	}
+	if p := info.ParentWorkflowExecution; p != nil && p.ID != "" {
+		return p.ID
 	}
 	return info.WorkflowExecution.ID
 }

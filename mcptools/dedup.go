@@ -65,7 +65,8 @@ type DedupOptions struct {
 // a running one never is. A call without a key runs as usual. The store is in
 // memory: one server process (a restart forgets every key; so a re-send that says
 // when its key may first have left, MetaSentSince, to a Dedup started after that
-// which holds nothing for the key is answered CodeOutcomeUnknown, not run).
+// which holds nothing for the key is answered CodeOutcomeUnknown, not run, and so is
+// one saying that it may first have left a window or more ago).
 //
 // What Dedup keeps is bounded (DedupOptions.MaxEntries, MaxBytes): past a bound, a
 // call with a new key is refused with JSON-RPC -32600 (invalid request) before its
@@ -278,6 +279,15 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 					"%s may have been called with it (from %s on) before this server's Dedup started (%s), which "+
 					"holds nothing for it; not run. Next step: find out whether the tool acted, then settle the key on "+
 					"the caller's side", key, p.Name, v, d.started.UTC().Format(time.RFC3339))}
+			}
+			// A key that may have left a window or more ago may have run here and
+			// been forgotten since (a caller that believes a longer window: the
+			// server restarted with a shorter one behind the same session).
+			if !now.Before(since.Add(d.window)) {
+				return nil, &jsonrpc.Error{Code: CodeOutcomeUnknown, Message: fmt.Sprintf("idempotency key %s: tool "+
+					"%s may have been called with it (from %s on), %v or more ago: this server's Dedup forgets a call "+
+					"that long after it finished and holds nothing for it; not run. Next step: find out whether the tool "+
+					"acted, then settle the key on the caller's side", key, p.Name, v, d.window)}
 			}
 		}
 		hash, err := argsHash(p.Arguments)
