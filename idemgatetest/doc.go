@@ -42,7 +42,8 @@
 // read-back that no environment registered or ran, and an activity that ran
 // without the gate — because the test called env.SetWorkerOptions after the kit
 // made the environment, which replaces the kit's interceptors (use
-// env.SetWorkerOptions(k.WorkerOptions(worker.Options{...})) instead).
+// env.SetWorkerOptions(k.WorkerOptions(worker.Options{...})) instead, and
+// k.ActivityWorkerOptions on an activity environment, which also keeps its per-call key).
 //
 // # Mocked activities
 //

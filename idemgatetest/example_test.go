@@ -1,6 +1,7 @@
 package idemgatetest_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -212,6 +213,38 @@ func ExampleKit_WorkerOptions() {
 	// Output:
 	// completed: true error: <nil>
 	// SendEmail attempt 1: ran
+}
+
+// An activity test with worker options of its own keeps the kit's per-call key and
+// the gate through ActivityWorkerOptions: two different e-mails are two writes, each
+// sent once.
+func ExampleKit_ActivityWorkerOptions() {
+	w, err := vendorsim.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	tools, err := activities.New(activities.Endpoints{Docs: w.Docs.URL, CRM: w.CRM.URL, Tickets: w.Tickets.URL,
+		Payments: w.Payments.URL, Email: w.Email.URL, Chat: w.Chat.URL})
+	if err != nil {
+		panic(err)
+	}
+	k := idemgatetest.New(nil)
+	env := k.NewActivityEnvironment()
+	env.SetWorkerOptions(k.ActivityWorkerOptions(worker.Options{BackgroundActivityContext: context.Background()}))
+	env.RegisterActivity(tools)
+	for _, to := range []string{"ada@example.com", "grace@example.com"} {
+		_, err := env.ExecuteActivity(tools.SendEmail, activities.SendEmailInput{To: to, Subject: "Welcome", Body: "Hi"})
+		fmt.Println(to, "error:", err)
+	}
+	printDecisions(k, "SendEmail")
+	fmt.Println("e-mails sent:", w.Email.Total())
+	// Output:
+	// ada@example.com error: <nil>
+	// grace@example.com error: <nil>
+	// SendEmail attempt 1: ran
+	// SendEmail attempt 1: ran
+	// e-mails sent: 2
 }
 
 // An activity mocked with a plain value goes through the gate like a real one:

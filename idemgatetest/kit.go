@@ -248,6 +248,19 @@ func (k *Kit) WorkerOptions(o worker.Options) worker.Options {
 	return o
 }
 
+// ActivityWorkerOptions is WorkerOptions for an activity environment of the kit: o
+// with the kit's per-call key and its interceptors after o's own. A test that sets
+// its own worker options on an activity environment (BackgroundActivityContext, say)
+// calls env.SetWorkerOptions(k.ActivityWorkerOptions(o)); WorkerOptions there
+// would drop the key every call of an activity environment needs (there is no
+// workflow to mint it), and every write would be refused as IdempotencyKeyMissing.
+func (k *Kit) ActivityWorkerOptions(o worker.Options) worker.Options {
+	o = k.WorkerOptions(o)
+	n := len(o.Interceptors) - len(k.Interceptors())
+	o.Interceptors = slices.Insert(o.Interceptors, n, sdkinterceptor.WorkerInterceptor(&keyer{env: k.nextEnv()}))
+	return o
+}
+
 // NewWorkflowEnvironment returns a workflow test environment whose worker runs
 // the gate. Register the workflow and activities on it as usual; activities
 // mocked with OnActivity(...).Return go through the gate too (see the package
