@@ -54,7 +54,10 @@ type PluginOptions struct {
 	// the gated activity attempts still running (Worker.Stop waits for them only
 	// WorkerStopTimeout) have stored their outcome or passed their leases: Stop
 	// returns after that. Set it when the plugin's workers are the store's only
-	// users. Optional: false leaves the store to the caller.
+	// users. An attempt that handed off (activity.ErrResultPending) is not waited
+	// for: a completer in the same process that may call CompleteAsync after Stop
+	// needs a store of its own (or leave CloseStore false). Optional: false leaves
+	// the store to the caller.
 	CloseStore bool
 
 	// Logger receives the census at worker start. Optional: nil means the logger of
