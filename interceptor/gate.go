@@ -416,7 +416,7 @@ func (c *call) inFlight(rec store.Record) error {
 // recordSent is attempt.State.RecordSent for this attempt: evidence in the claim that
 // the key leaves through a keyed transport, committed (not synced) before it does.
 func (c *call) recordSent(ctx context.Context, s attempt.Sent) error {
-	err := c.r.opts.Store.RecordSent(ctx, c.key, c.owner, store.Sent{Via: s.Via, Host: s.Host, Window: s.Window})
+	err := c.r.opts.Store.RecordSent(ctx, c.key, c.owner, s)
 	if err != nil {
 		activity.GetLogger(c.ctx).Warn("idemgate: the evidence that the key left through the keyed transport is not "+
 			"stored; an unknown outcome of this attempt will be refused, not re-sent", "activity", c.name, "key", c.key,

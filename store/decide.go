@@ -317,8 +317,8 @@ func PauseReceipt(p Pause, d Decision) Receipt {
 
 // HeldSweeper is implemented by stores that can forget the finished destructive
 // writes kept while their workflow can be reset (ResetHeld): a sweep asks Temporal
-// about each one's workflow ID and forgets only those Temporal says can no longer be
-// reset (`idemgate sweep --temporal-address`). store/memory, store/sqlite and
+// about each one's workflows (ResetBy) and forgets only those Temporal says can no
+// longer be reset (`idemgate sweep --temporal-address`). store/memory, store/sqlite and
 // store/postgres implement it. Every method is safe for concurrent use.
 type HeldSweeper interface {
 	// Held lists at most limit (<= 0: all) ResetHeld records whose window passed at
@@ -326,7 +326,7 @@ type HeldSweeper interface {
 	Held(ctx context.Context, now time.Time, limit int) ([]Record, error)
 	// Forget removes r's key's record when it is still r — the same owner, completed,
 	// ResetHeld, its window passed at now — for a sweep that heard from Temporal that
-	// r.WorkflowID can no longer be reset (Forgettable(r, now, false)). It reports
+	// none of ResetBy(r) can be reset any more (Forgettable(r, now, false)). It reports
 	// whether it removed it; receipts are kept.
 	Forget(ctx context.Context, r Record, now time.Time) (bool, error)
 }

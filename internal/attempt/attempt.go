@@ -10,6 +10,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/idemgate/idemgate/store"
 )
 
 // Outcome is what one outgoing call learned about its write.
@@ -96,14 +98,11 @@ type State struct {
 	sent []Sent
 }
 
-// Sent is where a keyed request leaves for: the transport and its profile or server
-// ("idemhttp:stripe", "mcp:shop"), the host, and how long that vendor deduplicates
-// on the key as the transport is configured (0: it does not, or nobody said).
-type Sent struct {
-	Via    string
-	Host   string
-	Window time.Duration
-}
+// Sent is where a keyed request leaves for (store.Sent, the evidence the claim keeps):
+// the transport and its profile or server ("idemhttp:stripe", "mcp:shop"), the host,
+// and how long that vendor deduplicates on the key as the transport is configured
+// (0: it does not, or nobody said).
+type Sent = store.Sent
 
 // Sending is what a keyed transport calls just before it writes a request that
 // carries the key: when the gate asked for evidence (RecordSent), it is recorded
