@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -266,21 +267,11 @@ func (k *Kit) check() {
 	for name, q := range k.pending {
 		pending[name] = slices.Clone(q)
 	}
-	named := make(map[string]string, len(k.named))
-	for name, use := range k.named {
-		named[name] = use
-	}
+	named := maps.Clone(k.named)
 	envs := slices.Clone(k.envValues)
-	reached := map[string]bool{}
-	for name := range k.reached {
-		reached[name] = true
-	}
+	known := maps.Clone(k.reached)
 	k.mu.Unlock()
 
-	known := map[string]bool{}
-	for name := range reached {
-		known[name] = true
-	}
 	for _, d := range k.Decisions("") {
 		known[d.Activity] = true
 	}
