@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -95,30 +96,21 @@ func (k *Kit) completed(env *testsuite.TestWorkflowEnvironment, local bool, info
 
 // mocked reports whether the test set a mock for activity name in env.
 func (k *Kit) mocked(env *testsuite.TestWorkflowEnvironment, name string) bool {
-	m, err := activityMock(env)
-	if err != nil {
-		return false
-	}
-	for _, c := range expectedCalls(m) {
-		if c.Method == name {
-			return true
-		}
-	}
-	return false
+	return hasMock(env, name, func(*mock.Call) bool { return true })
 }
 
 // mockPanics reports whether a mock of activity name in env is set to panic.
 func (k *Kit) mockPanics(env *testsuite.TestWorkflowEnvironment, name string) bool {
+	return hasMock(env, name, func(c *mock.Call) bool { return c.PanicMsg != nil })
+}
+
+// hasMock reports whether env has a mock of activity name for which match holds.
+func hasMock(env *testsuite.TestWorkflowEnvironment, name string, match func(*mock.Call) bool) bool {
 	m, err := activityMock(env)
 	if err != nil {
 		return false
 	}
-	for _, c := range expectedCalls(m) {
-		if c.Method == name && c.PanicMsg != nil {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(expectedCalls(m), func(c *mock.Call) bool { return c.Method == name && match(c) })
 }
 
 func (k *Kit) mockErr(env *testsuite.TestWorkflowEnvironment) error {
@@ -275,21 +267,11 @@ func (k *Kit) check() {
 	for name, q := range k.pending {
 		pending[name] = slices.Clone(q)
 	}
-	named := make(map[string]string, len(k.named))
-	for name, use := range k.named {
-		named[name] = use
-	}
+	named := maps.Clone(k.named)
 	envs := slices.Clone(k.envValues)
-	reached := map[string]bool{}
-	for name := range k.reached {
-		reached[name] = true
-	}
+	known := maps.Clone(k.reached)
 	k.mu.Unlock()
 
-	known := map[string]bool{}
-	for name := range reached {
-		known[name] = true
-	}
 	for _, d := range k.Decisions("") {
 		known[d.Activity] = true
 	}

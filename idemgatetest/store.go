@@ -2,10 +2,10 @@ package idemgatetest
 
 import (
 	"context"
-
 	"fmt"
-	"go.temporal.io/sdk/activity"
 	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/store"

@@ -123,10 +123,8 @@ func (f *follower) add(e event) {
 	case "output":
 		f.output[id] = append(f.output[id], e.Output)
 	case "pass", "skip":
-		if e.Test == "" {
-			if e.Action == "pass" {
-				fmt.Fprintf(f.w, "ok  \t%s\t%.1fs\n", e.Package, e.Elapsed)
-			}
+		if e.Test == "" && e.Action == "pass" {
+			fmt.Fprintf(f.w, "ok  \t%s\t%.1fs\n", e.Package, e.Elapsed)
 		}
 		delete(f.output, id)
 	case "fail":
