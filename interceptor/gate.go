@@ -73,9 +73,10 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	c := &call{r: r, ctx: ctx, info: info, name: info.ActivityType.Name, now: r.opts.Now()}
+	c.lease = claimLease(info.Deadline, c.now, r.opts.ClockSkew)
 	// Until this attempt has stored its outcome (or its lease passed), the plugin
 	// must not close the store under it.
-	defer r.inflight.done(r.inflight.add(claimLease(info.Deadline, c.now, r.opts.ClockSkew)))
+	defer r.inflight.done(r.inflight.add(c.lease))
 	name, err := r.opts.effectiveName(c.name, in.Args)
 	if err != nil {
 		c.classify()
@@ -125,7 +126,6 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	}
 
 	c.owner = newOwner()
-	c.lease = claimLease(info.Deadline, c.now, r.opts.ClockSkew)
 	cl := store.Claim{
 		Key: c.key, Activity: c.name, Effect: c.effect.String(), EffectSource: c.source, ArgsHash: c.hash, Args: c.args,
 		Owner: c.owner, Lease: c.lease, Window: r.opts.Window, TakeOver: c.effect == IdempotentWrite,

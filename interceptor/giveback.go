@@ -58,14 +58,14 @@ func (c *call) completeLater(data []byte, omitted bool, err error) {
 // last try's error.
 func (c *call) keepTrying(op func(context.Context, store.Transition) error, d store.Decision, result []byte, omitted bool, cause, err error) {
 	stop := c.r.giveBacks.stopped()
-	id := c.r.inflight.add(c.lease) // the store stays open for it (PluginOptions.CloseStore)
-	// While it waits out its backoff, a retry of the write may meet the claim this
-	// give-back settles, its lease passed: that retry settles it first (settlePending)
-	// rather than refuse an unknown outcome this process knows.
 	if errors.Is(err, store.ErrClosed) {
 		closedUnder(c, d, err)
 		return
 	}
+	id := c.r.inflight.add(c.lease) // the store stays open for it (PluginOptions.CloseStore)
+	// While it waits out its backoff, a retry of the write may meet the claim this
+	// give-back settles, its lease passed: that retry settles it first (giveBacks.settle)
+	// rather than refuse an unknown outcome this process knows.
 	pid := c.r.giveBacks.register(c.key, c.owner, func() error { return c.transition(op, d, result, omitted, cause) })
 	go func() {
 		defer c.r.inflight.done(id)

@@ -19,13 +19,18 @@ type inflight struct {
 	wake   chan struct{} // one wake-up for the waiter after a removal
 }
 
+// init makes the map and the wake-up channel on first use; f.mu is held.
+func (f *inflight) init() {
+	if f.leases == nil {
+		f.leases, f.wake = map[uint64]time.Time{}, make(chan struct{}, 1)
+	}
+}
+
 // add registers one piece of work that may use the store until lease; done(id)
 // removes it.
 func (f *inflight) add(lease time.Time) (id uint64) {
 	f.mu.Lock()
-	if f.leases == nil {
-		f.leases, f.wake = map[uint64]time.Time{}, make(chan struct{}, 1)
-	}
+	f.init()
 	f.next++
 	id = f.next
 	f.leases[id] = lease
@@ -66,9 +71,7 @@ func (f *inflight) pending(now time.Time) (n int, until time.Time) {
 // and the latest lease.
 func (f *inflight) wait(ctx context.Context, now func() time.Time, waiting func(n int, until time.Time)) {
 	f.mu.Lock()
-	if f.leases == nil {
-		f.leases, f.wake = map[uint64]time.Time{}, make(chan struct{}, 1)
-	}
+	f.init()
 	wake := f.wake
 	f.mu.Unlock()
 	first := true
