@@ -640,7 +640,7 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 				"arguments before running the tool: %s. Next step: the server's input schema may have changed since the "+
 				"worker listed it: restart the worker (and review `idemgate census --mcp`)", t.activity, text), "McpRefused")
 		}
-		if v, _ := res.Meta[MetaNotPerformed].(bool); v {
+		if notPerformed(res) {
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: "tool error, not performed"})
 			return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool failed and says it did "+
 				"nothing: %s", t.activity, text), "McpToolError")
