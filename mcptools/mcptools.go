@@ -289,12 +289,6 @@ func Transport(target string) (mcp.Transport, error) {
 	return &mcp.CommandTransport{Command: exec.Command(parts[0], parts[1:]...)}, nil
 }
 
-// scrub hides the credentials an HTTP transport's URL may carry (user info,
-// ?access_token=…) in err's text: errors from net/url and net/http quote the URL.
-func scrub(err error, transport mcp.Transport) error {
-	return secrets.ScrubError(err, endpointOf(transport))
-}
-
 // endpointOf is the URL of an HTTP transport, "" for others.
 func endpointOf(transport mcp.Transport) string {
 	switch t := transport.(type) {
@@ -325,17 +319,20 @@ func Dial(ctx context.Context, server string, transport mcp.Transport, opts Opti
 			}
 		},
 	})
+	// An HTTP transport's URL may carry credentials (user info, ?access_token=…), and
+	// errors from net/url and net/http quote it.
+	endpoint := endpointOf(transport)
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, fmt.Errorf("idemgate/mcptools: server %s cannot be reached: %w. Nothing was registered. Next step: "+
-			"check that the server is running and its URL or command", server, scrub(err, transport))
+			"check that the server is running and its URL or command", server, secrets.ScrubError(err, endpoint))
 	}
 	nb, err := New(ctx, server, cs, opts)
 	if err != nil {
 		cs.Close()
-		return nil, scrub(err, transport)
+		return nil, secrets.ScrubError(err, endpoint)
 	}
-	nb.endpoint = endpointOf(transport)
+	nb.endpoint = endpoint
 	mu.Lock()
 	b = nb
 	mu.Unlock()
@@ -640,7 +637,7 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 				"arguments before running the tool: %s. Next step: the server's input schema may have changed since the "+
 				"worker listed it: restart the worker (and review `idemgate census --mcp`)", t.activity, text), "McpRefused")
 		}
-		if v, _ := res.Meta[MetaNotPerformed].(bool); v {
+		if notPerformed(res) {
 			observe(ctx, attempt.Observation{Outcome: attempt.Rejected, Detail: "tool error, not performed"})
 			return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool failed and says it did "+
 				"nothing: %s", t.activity, text), "McpToolError")

@@ -34,7 +34,7 @@ func IsPostgres(spec string) bool {
 	if isPostgresURL(spec) {
 		return true
 	}
-	pairs, ok := keyValues(spec)
+	pairs, ok := secrets.KeyValues(spec)
 	if !ok {
 		return false
 	}
@@ -164,8 +164,6 @@ func (e redactedError) Error() string {
 }
 
 func (e redactedError) Unwrap() error { return e.err }
-
-func keyValues(spec string) ([]secrets.Pair, bool) { return secrets.KeyValues(spec) }
 
 // settings are the connection settings of libpq and pgx: a key=value spec naming
 // one of them is a PostgreSQL DSN.
