@@ -535,7 +535,7 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 			next *int64
 			n    int64
 		)
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		batch := func(tx pgx.Tx) error {
 			if first {
 				if _, err := tx.Exec(ctx, appendSQL,
 					receiptArgs(store.PruneReceipt(p, count))...); err != nil {
@@ -555,7 +555,15 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 			n = tag.RowsAffected()
 			_, err = tx.Exec(ctx, `DELETE FROM idemgate_prune_token WHERE txid = txid_current()`)
 			return err
-		})
+		}
+		err := pgx.BeginFunc(ctx, s.pool, batch)
+		// The batch chose its receipts (keys without a record) under its statement's
+		// snapshot; a claim that committed a record for one of those keys meanwhile is
+		// seen by the append-only trigger, which refuses the DELETE and rolls the batch
+		// back. Run it again: the new statement sees the record and keeps that receipt.
+		for try := 1; err != nil && raceRefused(err) && try < pruneTries; try++ {
+			err = pgx.BeginFunc(ctx, s.pool, batch)
+		}
 		if err != nil {
 			return total, s.fail("prune receipts in", err)
 		}
@@ -565,6 +573,17 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 		}
 		cursor = *next
 	}
+}
+
+// pruneTries bounds the runs of one prune batch that the append-only trigger
+// refused because a claim gave one of its keys a record meanwhile (raceRefused).
+const pruneTries = 8
+
+// raceRefused reports whether err is the append-only trigger refusing a prune's
+// DELETE of a receipt (insufficient_privilege, raised by idemgate_receipts_append_only).
+func raceRefused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42501" && strings.Contains(pe.Message, "append-only")
 }
 
 // scanRecord scans a record, preceded by the outcome when outcome is not nil.
