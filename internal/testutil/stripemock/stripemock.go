@@ -70,15 +70,21 @@ func Start(t testing.TB) string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-http-addr", "127.0.0.1:"+strconv.Itoa(port))
+	// -https-addr too: given only -http-addr, stripe-mock also listens for HTTPS on its
+	// default port 12112, so a second stripe-mock on the machine (another package's
+	// tests, another run) failed to start.
+	cmd := exec.CommandContext(ctx, bin, "-http-addr", "127.0.0.1:"+strconv.Itoa(port), "-https-addr", "127.0.0.1:0")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("start %s: %v", bin, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the process ended (waitErr says how): a channel of one
+	// value, read by the loop below, left the cleanup waiting for ever.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		cancel()
 		<-exited
@@ -98,8 +104,8 @@ func Start(t testing.TB) string {
 			}
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("stripe-mock exited before answering: %v\n%s", err, logs.String())
+		case <-exited:
+			t.Fatalf("stripe-mock exited before answering: %v\n%s", waitErr, logs.String())
 		case <-tick.C:
 		}
 		if time.Now().After(deadline) {
