@@ -20,6 +20,7 @@ import (
 	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/internal/faultpoint"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/witness"
 )
 
 // Decisions the gate logs and counts beyond the stored ones.
@@ -151,6 +152,11 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 			}
 		}
 	}
+	var said witness.Report
+	if err == nil && outcome == store.OutcomeUnknown {
+		// Someone may know what the earlier attempt did: ask the witnesses before refusing.
+		outcome, rec, said, err = c.settle(cl, rec)
+	}
 	if err != nil {
 		// The claim may have committed with its reply lost. The body did not run: give
 		// the claim back, unless that Begin could have taken over from an attempt that
@@ -174,7 +180,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 	case store.OutcomeInFlight:
 		return nil, c.inFlight(rec)
 	default: // store.OutcomeUnknown: destructive, owner gone, outcome unknown.
-		return nil, c.refuseUnknown(rec)
+		return nil, c.refuseUnknown(rec, said)
 	}
 }
 
@@ -425,7 +431,7 @@ func (c *call) recordSent(ctx context.Context, s attempt.Sent) error {
 	return err
 }
 
-func (c *call) refuseUnknown(rec store.Record) error {
+func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 	call := c.withheld()
 	call.Earlier = c.earlier(rec)
 	why, hint := "", ""
@@ -442,6 +448,9 @@ func (c *call) refuseUnknown(rec store.Record) error {
 	if w, ok := c.r.opts.VendorWindows[c.name]; ok {
 		msg += c.noResend(rec, w)
 	}
+	if len(said.Said) > 0 {
+		msg += " Witnesses asked: " + said.Summary() + "."
+	}
 	if !store.Resolvable(rec, c.now) {
 		// The owner's lease passed only just: a worker whose clock runs behind may still
 		// send until lease + store.LeaseMargin, and resolve waits for that too.
@@ -453,9 +462,17 @@ func (c *call) refuseUnknown(rec store.Record) error {
 	// known outcome never expires (store.Expired); any other would be forgotten past
 	// its window, and the retry after that would send the write again.
 	if hold > 0 && (store.UnknownOutcome(rec) || c.now.Add(2*hold).Before(rec.ExpiresAt)) {
-		msg += fmt.Sprintf(" Held: Temporal retries in %s until then (Options.HoldUnknown).", hold)
+		// Retried no sooner than the point where the answer can change: a witness's
+		// "not sent" counts from the owner's lease on.
+		delay := max(hold, (rec.Lease.Sub(c.now) + 2*time.Second - 1).Truncate(time.Second))
+		msg += fmt.Sprintf(" Held: Temporal retries in %s until the key is settled by a witness or a person "+
+			"(Options.HoldUnknown), and the workflow goes on by itself once it is.", delay)
+		if rp := c.info.RetryPolicy; rp != nil && rp.MaximumAttempts > 0 && c.info.Attempt >= rp.MaximumAttempts {
+			msg += fmt.Sprintf(" This was the last attempt its retry policy allows (MaximumAttempts %d): give held "+
+				"writes a retry policy without MaximumAttempts, bounded by ScheduleToClose instead.", rp.MaximumAttempts)
+		}
 		c.refuse(store.DecisionRefusedInFlight, msg, true)
-		return appError(msg, ErrTypeInFlight, false, hold, call)
+		return benignError(msg, ErrTypeInFlight, false, delay, call)
 	}
 	if hold > 0 {
 		msg += fmt.Sprintf(" Refused for good: the key's record expires at %s, before the hold could end "+

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/witness"
 )
 
 // Scope says which workflow runs share minted keys.
@@ -41,6 +42,8 @@ const (
 	DefaultWindow        = 24 * time.Hour
 	DefaultMaxResultSize = 1 << 20
 	DefaultPauseRefresh  = 2 * time.Second
+	// DefaultWitnessTimeout bounds each witness's answer at the gate.
+	DefaultWitnessTimeout = 5 * time.Second
 	// DefaultClockSkew is the largest clock offset assumed between two workers when
 	// Options.ClockSkew is 0.
 	DefaultClockSkew = attempt.DefaultClockSkew
@@ -110,10 +113,27 @@ type Options struct {
 	// never stops a read).
 	SkipReadReceipts bool
 
-	// HoldUnknown, when > 0, makes the refusal of a destructive write whose earlier
-	// outcome is unknown retryable after this delay, so the workflow waits for
-	// `idemgate resolve` (see Outcomes in the package doc). Optional: 0 refuses for good.
+	// HoldUnknown, when > 0, makes a destructive write whose earlier outcome is
+	// unknown wait for its settlement instead of failing: when no witness can tell,
+	// the refusal is retryable after this delay (at least until the earlier
+	// attempt's lease passed), in Temporal's benign error category, and once a
+	// witness or a person (`idemgate resolve`) settles the key the next attempt
+	// returns the stored result or runs — the workflow goes on by itself. Every
+	// refusal is an attempt: give such activities a retry policy without
+	// MaximumAttempts, bounded by ScheduleToClose (see Outcomes in the package doc).
+	// Optional: 0 refuses for good once the witnesses cannot tell.
 	HoldUnknown time.Duration
+
+	// Witnesses are asked, in order, whether a write whose outcome is unknown
+	// happened, before the gate refuses it (and, with the plugin, in the background
+	// for every pending key): by activity type, or tool name under ToolNames; the
+	// entry "" is asked for every write. Temporal's own history is always asked
+	// first (see package witness). Optional: nil asks Temporal only.
+	Witnesses map[string][]witness.Witness
+
+	// WitnessTimeout bounds each witness's answer when the gate asks (the gate then
+	// refuses as usual). Optional: 0 means 5 seconds. Negative is invalid.
+	WitnessTimeout time.Duration
 
 	// PauseRefresh is how often the gate re-reads the pauses (`idemgate pause`) from
 	// the store. Optional: 0 means 2 seconds. Negative is invalid.
@@ -169,6 +189,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.HoldUnknown < 0 {
 		errs = append(errs, fmt.Errorf("Options.HoldUnknown = %v is negative: use 0 to refuse for good, or the retry delay (> 0)", o.HoldUnknown))
 	}
+	for name, ws := range o.Witnesses {
+		for i, w := range ws {
+			if w == nil {
+				errs = append(errs, fmt.Errorf("Options.Witnesses[%q][%d] is nil: remove it, or give a witness (witness.Func)", name, i))
+			}
+		}
+	}
+	if o.WitnessTimeout < 0 {
+		errs = append(errs, fmt.Errorf("Options.WitnessTimeout = %v is negative: use 0 for the default (5s)", o.WitnessTimeout))
+	}
 	if o.PauseRefresh < 0 {
 		errs = append(errs, fmt.Errorf("Options.PauseRefresh = %v is negative: use 0 for the default (2s)", o.PauseRefresh))
 	}
@@ -192,6 +222,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PauseRefresh == 0 {
 		o.PauseRefresh = DefaultPauseRefresh
+	}
+	if o.WitnessTimeout == 0 {
+		o.WitnessTimeout = DefaultWitnessTimeout
 	}
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()

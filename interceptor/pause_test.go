@@ -236,8 +236,11 @@ func TestHoldUnknownWaitsForResolve(t *testing.T) {
 			if n := len(refused); n < 5 || n > 12 {
 				t.Fatalf("%d refusals in 10 minutes with HoldUnknown 1m, want about 10", n)
 			}
-			if !strings.Contains(refused[0].Error, "Held: Temporal retries in 1m0s") {
-				t.Fatalf("refusal message: %s", refused[0].Error)
+			// The first refusal comes while attempt 1's lease (its 1m deadline plus twice the
+			// skew) still runs: retried no sooner than that lease; later ones every HoldUnknown.
+			if d := heldDelay(t, refused[0].Error); d < time.Minute+4*time.Second || d > time.Minute+6*time.Second ||
+				!strings.Contains(refused[len(refused)-1].Error, "Held: Temporal retries in 1m0s") {
+				t.Fatalf("refusal messages: first %s\nlast %s", refused[0].Error, refused[len(refused)-1].Error)
 			}
 		})
 	}
@@ -301,4 +304,18 @@ func TestEncodeResultIsWhatTheGateStores(t *testing.T) {
 	if len(ran) != 1 || ran[0].ResultRef != ref {
 		t.Fatalf("ran receipt ref %+v, want %s", ran, ref)
 	}
+}
+
+// heldDelay reads the retry delay a held refusal's message names.
+func heldDelay(t *testing.T, msg string) time.Duration {
+	t.Helper()
+	_, rest, ok := strings.Cut(msg, "Held: Temporal retries in ")
+	if !ok {
+		t.Fatalf("no held delay in %s", msg)
+	}
+	d, err := time.ParseDuration(strings.Fields(rest)[0])
+	if err != nil {
+		t.Fatalf("held delay in %s: %v", msg, err)
+	}
+	return d
 }

@@ -290,9 +290,9 @@ func Blocking(r Record, now time.Time) bool {
 	return Resolvable(r, now) && !Expired(r, now)
 }
 
-// ApplyResolve is the rule of Resolve: a Resolvable record of owner t.Owner moves to
-// StateCompleted (with t.Result, remembered until t.Now+t.Window) or StateReleased.
-// Only the release (a person's "not sent") clears MayHaveSent. Unlike Blocking it
+// ApplyResolve is the rule of Resolve: a Settleable record of owner t.Owner moves
+// to StateCompleted (with t.Result, remembered until t.Now+t.Window) or
+// StateReleased. Only a release ("not sent") clears MayHaveSent. Unlike Blocking it
 // does not look at the window: an operator may still settle a record the next Begin
 // would forget. Anything else is ErrNotOwner. Backends that run the check in SQL
 // must match it.
@@ -300,7 +300,7 @@ func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
 	if to != StateCompleted && to != StateReleased {
 		return existing, fmt.Errorf("idemgate/store: resolve to %q: want %q or %q", to, StateCompleted, StateReleased)
 	}
-	if existing.Owner != t.Owner || !Resolvable(existing, t.Now) {
+	if existing.Owner != t.Owner || !Settleable(existing, to, t) {
 		return existing, ErrNotOwner
 	}
 	next := moved(existing, to, t)
@@ -308,6 +308,25 @@ func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
 		next.MayHaveSent = false
 	}
 	return next, nil
+}
+
+// Settleable reports whether Resolve may move r to to for t:
+//   - a person (t.Witness ""): r is Resolvable at t.Now (the owner ended, or its
+//     lease plus LeaseMargin passed);
+//   - a witness: the owner is gone (StateUnknown, or StateClaimed with its lease
+//     passed at t.Now); and for "not sent" (StateReleased) the witness was asked at
+//     or after r's lease (t.AskedAt): an answer from before then is true of its
+//     moment only, and the attempt may still have reached the vendor after it.
+//     Every attempt before the owner had an earlier lease, so the owner's lease
+//     covers them all.
+func Settleable(r Record, to State, t Transition) bool {
+	if t.Witness == "" {
+		return Resolvable(r, t.Now)
+	}
+	if r.State != StateUnknown && (r.State != StateClaimed || t.Now.Before(r.Lease)) {
+		return false
+	}
+	return to != StateReleased || !t.AskedAt.IsZero() && !t.AskedAt.Before(r.Lease)
 }
 
 // PauseReceipt is the receipt Pause (DecisionPaused) and Resume (DecisionResumed) append.

@@ -154,6 +154,15 @@ type Transition struct {
 	// Window is for Complete: the result is remembered until Now+Window.
 	Window  time.Duration
 	Receipt Receipt
+	// Witness names the witness that settles the record, for Resolve: "" for a
+	// person (the Receipt's Actor). A witness's settlement follows its own rules (see
+	// ApplyResolve): "sent" once the owner is gone, "not sent" only when it was
+	// asked (AskedAt) at or after the owner's lease.
+	Witness string
+	// AskedAt is when the witness was asked, for Resolve by a witness: its answer
+	// describes the world from then on, and a "not sent" asked before the owner's
+	// lease passed proves nothing (the attempt may still reach the vendor after).
+	AskedAt time.Time
 }
 
 // Pause is a kill switch kept in the store: every gate that reads it refuses the

@@ -172,20 +172,40 @@ var (
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
 	` + receiptInsert + ` SELECT ` + receiptParams(4) + ` FROM u`
 	resolveCompleteSQL = `WITH u AS (
-	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $6, result_omitted = $7,
-	expires_at = GREATEST(expires_at, $8)
+	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $7, result_omitted = $8,
+	expires_at = GREATEST(expires_at, $9)
 	` + resolveWhere + ` RETURNING 1)
-	` + receiptInsert + ` SELECT ` + receiptParams(9) + ` FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(10) + ` FROM u`
 	resolveReleaseSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = $3, updated_at = $4, may_have_sent = false
 	` + resolveWhere + ` RETURNING 1)
-	` + receiptInsert + ` SELECT ` + receiptParams(6) + ` FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(7) + ` FROM u`
 )
 
-// store.ApplyResolve in SQL: a store.Resolvable record of this owner (unknown,
-// or claimed with its lease plus the margin $5 passed at $4). Only the release
-// clears may_have_sent.
-const resolveWhere = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease + $5::interval <= $4))`
+// store.ApplyResolve in SQL: a store.Settleable record of this owner (unknown, or
+// claimed with its lease plus the margin $5 passed at $4; the margin is 0 for a
+// witness), whose lease is at or before $6 (a witness's "not sent": when it was
+// asked; else far in the future). Only the release clears may_have_sent.
+const resolveWhere = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease + $5::interval <= $4)) AND lease <= $6`
+
+// settleBounds are the margin ($5) and the latest lease ($6) of resolveWhere for t
+// settling to to: store.Settleable in parameters.
+func settleBounds(t store.Transition, to store.State) (time.Duration, time.Time) {
+	if t.Witness == "" {
+		return store.LeaseMargin, farFuture
+	}
+	if to == store.StateReleased {
+		if t.AskedAt.IsZero() {
+			return 0, time.Time{}.Add(time.Microsecond) // no lease is this early: nothing moves
+		}
+		return 0, micro(t.AskedAt)
+	}
+	return 0, farFuture
+}
+
+// farFuture is a time after every lease (PostgreSQL's timestamptz reaches 294276 AD;
+// the conformance tests use leases tens of thousands of years ahead).
+var farFuture = time.Date(200000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // notExpired is store.Expired negated, in SQL, at $1 with the margin $2.
 const notExpired = `(expires_at > $1 OR (state = 'claimed' AND $1 < lease + $2::interval)
@@ -263,8 +283,10 @@ func receiptParams(first int) string {
 func (s *Store) Resolve(ctx context.Context, t store.Transition, to store.State) error {
 	var (
 		sql  string
-		args = []any{t.Key, t.Owner, string(to), micro(t.Now), store.LeaseMargin}
+		args = []any{t.Key, t.Owner, string(to), micro(t.Now)}
 	)
+	margin, latest := settleBounds(t, to)
+	args = append(args, margin, latest)
 	switch to {
 	case store.StateCompleted:
 		sql = resolveCompleteSQL

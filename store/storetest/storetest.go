@@ -66,6 +66,7 @@ var storeTests = []struct {
 	{"ResolveSentStoresResult", testResolveSent},
 	{"ResolveNotSentReleases", testResolveNotSent},
 	{"ResolveIsOwnerChecked", testResolveRefused},
+	{"WitnessSettlesByItsRules", testWitnessSettle},
 	{"PauseAndResume", testPauses},
 	{"ModelSequences", testModelSequences},
 	{"LiveClaimOutlivesItsWindow", testLiveClaimOutlivesWindow},
@@ -1854,5 +1855,91 @@ func testIdentity(t *testing.T, s store.Gate, _ *keys) {
 	id := s.Identity()
 	if id == "" || s.Identity() != id {
 		t.Fatalf("Identity() = %q, then %q; want one non-empty identity", id, s.Identity())
+	}
+}
+
+// testWitnessSettle checks store.Settleable through Resolve: a witness settles
+// "sent" once the owner is gone (its lease passed, no margin), "not sent" only
+// when it was asked at or after the owner's lease; a person keeps the margin.
+func testWitnessSettle(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	base := farBase()
+	witness := func(key, owner string, now, asked time.Time, res string) store.Transition {
+		tr := resolveTr(key, owner, now, res)
+		tr.Witness, tr.AskedAt = "temporal", asked
+		tr.Receipt.Actor, tr.Receipt.Reason = "witness:temporal", "history event 7"
+		return tr
+	}
+	claimed := func(name string) (string, store.Claim) {
+		key := k.key(name)
+		c := claim(key, "a", "h1", base)
+		c.Lease = base.Add(10 * time.Second)
+		begin(t, s, c, store.OutcomeClaimed)
+		return key, c
+	}
+
+	// Sent: not while the owner's lease runs; from the lease on, without the margin.
+	key, c := claimed("sent")
+	early := c.Lease.Add(-time.Microsecond)
+	if err := s.Resolve(ctx, witness(key, "a", early, early, store.ResolvedSent), store.StateCompleted); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("witness sent before the lease = %v, want ErrNotOwner", err)
+	}
+	wt := witness(key, "a", c.Lease, c.Lease, store.ResolvedSent)
+	wt.Result = []byte("from-history")
+	if err := s.Resolve(ctx, wt, store.StateCompleted); err != nil {
+		t.Fatalf("witness sent at the lease: %v", err)
+	}
+	if r := get(t, s, key); r.State != store.StateCompleted || string(r.Result) != "from-history" {
+		t.Fatalf("after a witness's sent: state %q result %q", r.State, r.Result)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key, Decision: store.DecisionResolved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Actor != "witness:temporal" || rs[0].Reason != "history event 7" || rs[0].Resolution != store.ResolvedSent {
+		t.Fatalf("witness receipt = %+v", rs)
+	}
+
+	// Not sent: an answer asked before the lease proves nothing, even delivered after it.
+	key, c = claimed("not-sent")
+	late := c.Lease.Add(time.Minute)
+	if err := s.Resolve(ctx, witness(key, "a", late, early, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("witness not-sent asked before the lease = %v, want ErrNotOwner", err)
+	}
+	if err := s.Resolve(ctx, witness(key, "a", late, time.Time{}, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("witness not-sent without the time it was asked = %v, want ErrNotOwner", err)
+	}
+	if r := get(t, s, key); r.State != store.StateClaimed {
+		t.Fatalf("refused settlements moved the record to %q", r.State)
+	}
+	if err := s.Resolve(ctx, witness(key, "a", late, c.Lease, store.ResolvedNotSent), store.StateReleased); err != nil {
+		t.Fatalf("witness not-sent asked at the lease: %v", err)
+	}
+	if r := get(t, s, key); r.State != store.StateReleased || r.MayHaveSent {
+		t.Fatalf("after a witness's not-sent: state %q may-have-sent %v", r.State, r.MayHaveSent)
+	}
+
+	// An abandoned owner (StateUnknown) whose lease has not passed: sent settles,
+	// not sent waits for the lease.
+	key, c = claimed("abandoned")
+	if err := s.Abandon(ctx, tr(key, "a", base.Add(time.Second), store.DecisionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	at := base.Add(2 * time.Second)
+	if err := s.Resolve(ctx, witness(key, "a", at, at, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("witness not-sent of an abandoned claim before its lease = %v, want ErrNotOwner", err)
+	}
+	if err := s.Resolve(ctx, witness(key, "a", at, at, store.ResolvedSent), store.StateCompleted); err != nil {
+		t.Fatalf("witness sent of an abandoned claim: %v", err)
+	}
+
+	// A person keeps the margin for a claim whose owner never came back.
+	key, c = claimed("person")
+	if err := s.Resolve(ctx, resolveTr(key, "a", late, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("a person's not-sent inside the margin = %v, want ErrNotOwner", err)
+	}
+	// Another owner: nothing moves.
+	if err := s.Resolve(ctx, witness(key, "b", late, late, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("a witness's settlement for another owner = %v, want ErrNotOwner", err)
 	}
 }

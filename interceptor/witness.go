@@ -1,0 +1,85 @@
+package interceptor
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/witness"
+)
+
+// witnessesFor lists the witnesses asked about a record of activity (or tool) name:
+// the built-in ones first (Temporal's history, when ctx carries the worker's
+// client), then Options.Witnesses[name], then Options.Witnesses[""].
+func (r *root) witnessesFor(ctx context.Context, name string) []witness.Witness {
+	ws := r.builtinWitnesses(ctx)
+	ws = append(ws, r.opts.Witnesses[name]...)
+	return append(ws, r.opts.Witnesses[""]...)
+}
+
+// asker settles by witnesses in this gate's terms: its store, its data converter,
+// its window and clock.
+func (r *root) asker(namespace string) (witness.Asker, bool) {
+	st, ok := r.opts.Store.(witness.Settler)
+	if !ok {
+		return witness.Asker{}, false
+	}
+	return witness.Asker{
+		Store:     st,
+		Encode:    func(v any) ([]byte, error) { return encodeResult(r.opts.DataConverter, v) },
+		Window:    r.opts.Window,
+		Timeout:   r.opts.WitnessTimeout,
+		Now:       r.opts.Now,
+		Namespace: namespace,
+	}, true
+}
+
+// askWitnesses asks the witnesses about rec, the record that made this write's
+// claim come back unknown, and settles it by the first that can tell. changed
+// reports that the record moved (settled here or by someone else): claim again.
+func (c *call) askWitnesses(rec store.Record) (rep witness.Report, changed bool) {
+	a, ok := c.r.asker(c.info.Namespace)
+	if !ok {
+		return witness.Report{Key: rec.Key}, false
+	}
+	ws := c.r.witnessesFor(c.ctx, rec.Activity)
+	if len(ws) == 0 {
+		return witness.Report{Key: rec.Key}, false
+	}
+	rep, err := a.Ask(c.ctx, rec, ws, false)
+	if err != nil {
+		activity.GetLogger(c.ctx).Warn("idemgate: the witnesses could not settle the unknown outcome", "activity", c.name,
+			"key", c.key, "error", err)
+		return rep, false
+	}
+	return rep, rep.Settled || rep.Moved
+}
+
+// settle is the gate's answer to a claim that came back unknown: ask the witnesses
+// (each bounded by Options.WitnessTimeout) and, when one settled the key (or someone
+// else did meanwhile), claim again. It returns the last claim's outcome and what
+// the witnesses said, which a refusal quotes.
+func (c *call) settle(cl store.Claim, rec store.Record) (store.Outcome, store.Record, witness.Report, error) {
+	rep, changed := c.askWitnesses(rec)
+	if !changed {
+		return store.OutcomeUnknown, rec, rep, nil
+	}
+	cl.Now = c.r.opts.Now()
+	o, next, err := c.r.opts.Store.Begin(c.ctx, cl)
+	return o, next, rep, err
+}
+
+// benignError is appError in Temporal's benign category: an expected refusal
+// (waiting on a live lease, a pause, a hold) that the SDK neither logs at ERROR nor
+// counts as a failure.
+func benignError(msg, typ string, nonRetryable bool, next time.Duration, details ...any) error {
+	return temporal.NewApplicationErrorWithOptions(msg, typ, temporal.ApplicationErrorOptions{
+		NonRetryable:   nonRetryable,
+		NextRetryDelay: next,
+		Details:        details,
+		Category:       temporal.ApplicationErrorCategoryBenign,
+	})
+}
