@@ -1,0 +1,168 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/witness"
+)
+
+// askLog records the queries a test witness was asked.
+type askLog struct {
+	mu sync.Mutex
+	qs []witness.Query
+}
+
+func (l *askLog) add(q witness.Query) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.qs = append(l.qs, q)
+}
+
+func (l *askLog) n() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.qs)
+}
+
+// lostAnswer makes attempt 1 of every write reach the vendor (or not) and then end
+// without proof either way, so the record is left unknown.
+func lostAnswer(h *harness, reached bool) {
+	h.tools.fail = func(ctx context.Context) (error, bool) {
+		if ctxAttempt(ctx) == 1 {
+			return errors.New("connection reset after the request was written"), reached
+		}
+		return nil, false
+	}
+}
+
+// A witness that knows the write happened settles the key as sent: the retry gets
+// the witness's result, the vendor acted once, and the receipt names the witness.
+func TestWitnessSettlesSent(t *testing.T) {
+	h := newHarness(t)
+	lostAnswer(h, true)
+	var asked askLog
+	h.opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {witness.Func("ledger", func(_ context.Context, q witness.Query) (witness.Answer, error) {
+		asked.add(q)
+		return witness.Answer{Verdict: witness.Sent, Result: "charge found in the ledger", Evidence: "ledger entry 17"}, nil
+	})}}
+	out, err := h.run("wf-witness-sent", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0] != "charge found in the ledger" || h.v.count() != 1 {
+		t.Fatalf("result %q, vendor %d; want the witness's result and one effect", out, h.v.count())
+	}
+	if asked.n() != 1 || asked.qs[0].Record.Key != h.v.seen()[0] || asked.qs[0].Namespace != testNamespace {
+		t.Fatalf("witness asked %d times (%+v)", asked.n(), asked.qs)
+	}
+	rs := h.receipts(store.ReceiptFilter{Decision: store.DecisionResolved})
+	if len(rs) != 1 || rs[0].Actor != "witness:ledger" || rs[0].Reason != "ledger entry 17" || rs[0].Resolution != store.ResolvedSent {
+		t.Fatalf("settlement receipts = %+v", rs)
+	}
+	if d := decisionsOf(h.receipts(store.ReceiptFilter{Key: h.v.seen()[0]})); d != "claimed unknown resolved replayed" {
+		t.Fatalf("receipts = %s", d)
+	}
+}
+
+// A witness's "not sent" counts only once the earlier attempt's lease passed: asked
+// before, the write is refused (held) and the answer quoted; asked after, the key is
+// released and the write runs once.
+func TestWitnessNotSentCountsAfterTheLease(t *testing.T) {
+	h := newHarness(t)
+	lostAnswer(h, false)
+	h.opts.HoldUnknown = time.Second
+	var asked askLog
+	h.opts.Witnesses = map[string][]witness.Witness{"": {witness.Func("ledger", func(_ context.Context, q witness.Query) (witness.Answer, error) {
+		asked.add(q)
+		return witness.Answer{Verdict: witness.NotSent, Evidence: "no entry"}, nil
+	})}}
+	var env *testsuite.TestWorkflowEnvironment
+	h.opts.Now = func() time.Time { return env.Now() }
+	env = h.env("wf-witness-not-sent")
+	env.ExecuteWorkflow("calls", []call{{Activity: "ChargeCard", Charge: charge, MaxAttempts: 10}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	if err := env.GetWorkflowResult(&out); err != nil || !strings.HasPrefix(out[0], "charge done (attempt 3") {
+		t.Fatalf("result %q (%v); want the third attempt to run", out, err)
+	}
+	if h.v.count() != 1 {
+		t.Fatalf("vendor %d, want 1", h.v.count())
+	}
+	refused := h.receipts(store.ReceiptFilter{Decision: store.DecisionRefusedInFlight})
+	if len(refused) != 1 || !strings.Contains(refused[0].Error, "ledger: not sent, but asked before the attempt's lease passed") {
+		t.Fatalf("refusals = %+v; want one quoting the early answer", refused)
+	}
+	rec, err := h.store.Get(context.Background(), h.v.seen()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := h.receipts(store.ReceiptFilter{Decision: store.DecisionResolved})
+	if len(rs) != 1 || rs[0].Resolution != store.ResolvedNotSent || rs[0].Actor != "witness:ledger" || asked.n() != 2 ||
+		asked.qs[1].Now.Before(asked.qs[0].Record.Lease) || rec.State != store.StateCompleted {
+		t.Fatalf("settlements %+v, asked %d, record %s", rs, asked.n(), rec.State)
+	}
+}
+
+// A witness that errs, panics, times out or cannot tell settles nothing: the write
+// is refused as before, and the refusal says what each witness said.
+func TestWitnessThatCannotTellSettlesNothing(t *testing.T) {
+	h := newHarness(t)
+	lostAnswer(h, true)
+	h.opts.WitnessTimeout = 50 * time.Millisecond
+	h.opts.Witnesses = map[string][]witness.Witness{
+		"ChargeCard": {
+			witness.Func("down", func(context.Context, witness.Query) (witness.Answer, error) {
+				return witness.Answer{}, errors.New("ledger unreachable")
+			}),
+			witness.Func("crashy", func(context.Context, witness.Query) (witness.Answer, error) { panic("boom") }),
+			witness.Func("slow", func(ctx context.Context, _ witness.Query) (witness.Answer, error) {
+				<-ctx.Done()
+				return witness.Answer{Verdict: witness.NotSent}, nil // a late answer must not count
+			}),
+			witness.Func("unsure", func(context.Context, witness.Query) (witness.Answer, error) {
+				return witness.Answer{Verdict: witness.CannotTell, Evidence: "no lookup for this vendor"}, nil
+			}),
+		},
+		// Registered for another activity: never asked about ChargeCard.
+		"RefundCard": {witness.Func("other", func(context.Context, witness.Query) (witness.Answer, error) {
+			return witness.Answer{Verdict: witness.NotSent}, nil
+		})},
+	}
+	_, err := h.run("wf-witness-unsure", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3})
+	app := appErr(t, err)
+	if app.Type() != interceptor.ErrTypeInFlight || !app.NonRetryable() {
+		t.Fatalf("%s non-retryable=%v, want the refusal for good", app.Type(), app.NonRetryable())
+	}
+	for _, want := range []string{"down: error: ledger unreachable", "crashy: error: the witness panicked: boom",
+		"slow: error: no answer within 50ms", "unsure: cannot tell (no lookup for this vendor)"} {
+		if !strings.Contains(app.Error(), want) {
+			t.Errorf("refusal does not say %q: %s", want, app.Error())
+		}
+	}
+	if strings.Contains(app.Error(), "other") || h.v.count() != 1 {
+		t.Fatalf("vendor %d; refusal %s", h.v.count(), app.Error())
+	}
+	if rs := h.receipts(store.ReceiptFilter{Decision: store.DecisionResolved}); len(rs) != 0 {
+		t.Fatalf("settled by %+v", rs)
+	}
+}
+
+func TestWitnessOptionsValidated(t *testing.T) {
+	_, err := interceptor.New(interceptor.Options{Store: newHarness(t).store, WitnessTimeout: -time.Second,
+		Witnesses: map[string][]witness.Witness{"ChargeCard": {nil}}})
+	if err == nil || !strings.Contains(err.Error(), `Options.Witnesses["ChargeCard"][0] is nil`) ||
+		!strings.Contains(err.Error(), "Options.WitnessTimeout = -1s is negative") {
+		t.Fatalf("New = %v", err)
+	}
+}
