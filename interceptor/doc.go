@@ -71,13 +71,25 @@
 // and the write sent, once in each store. A header without an identity (a workflow
 // worker of an older idemgate) is accepted.
 //
+// Before a person is asked, witnesses are (package witness): the gate asks them,
+// in order, when a claim comes back unknown — Temporal's own history first (the
+// attempt's completion may have reached Temporal although the store lost it), then
+// Options.Witnesses for the activity (a vendor lookup, an MCP server's Dedup, a
+// function of yours). A witness's "sent" stores the result it found and the retry
+// returns it; its "not sent" counts only when it was asked at or after the earlier
+// attempt's lease (store.Settleable), and the write then runs once more; an error,
+// a timeout (Options.WitnessTimeout) or "cannot tell" settles nothing, and the
+// refusal quotes what each said. Every settlement is a receipt naming the witness.
+//
 // To let a blocked workflow continue by itself, set Options.HoldUnknown: the
-// refusal is then retryable with NextRetryDelay = HoldUnknown, so the activity's
-// retry policy keeps it waiting until a person resolves the key (`idemgate resolve
+// refusal is then retryable (in Temporal's benign error category: the SDK neither
+// logs it at ERROR nor counts it as a failure) with NextRetryDelay HoldUnknown, and
+// never before the earlier attempt's lease passed, so the activity's retry policy
+// keeps it waiting until a witness or a person settles the key (`idemgate resolve
 // KEY --sent|--not-sent`); the next retry returns the stored result or runs the
-// write once more. Give such activities MaximumAttempts 0 and a ScheduleToClose
+// write once more. Every refusal is an attempt: give such activities MaximumAttempts 0 and a ScheduleToClose
 // timeout that bounds the wait: a destructive write's unknown outcome is never
-// forgotten (store.Expired), so the hold lasts until a person resolves the key or
+// forgotten (store.Expired), so the hold lasts until it is settled or
 // the retry policy gives up — past Options.Window too.
 //
 //	gate, err := interceptor.New(interceptor.Options{Store: st, HoldUnknown: 30 * time.Second})
