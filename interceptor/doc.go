@@ -77,7 +77,8 @@
 // Options.Witnesses for the activity (a vendor lookup, an MCP server's Dedup, a
 // function of yours). A witness's "sent" stores the result it found and the retry
 // returns it; its "not sent" counts only when it was asked at or after the earlier
-// attempt's lease (store.Settleable), and the write then runs once more; an error,
+// attempt's lease plus store.LeaseMargin (store.Settleable: until then a request
+// written before the deadline may still land), and the write then runs once more; an error,
 // a timeout (Options.WitnessTimeout) or "cannot tell" settles nothing, and the
 // refusal quotes what each said. Every settlement is a receipt naming the witness.
 //

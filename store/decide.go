@@ -315,10 +315,13 @@ func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
 //     lease plus LeaseMargin passed);
 //   - a witness: the owner is gone (StateUnknown, or StateClaimed with its lease
 //     passed at t.Now); and for "not sent" (StateReleased) the witness was asked at
-//     or after r's lease (t.AskedAt): an answer from before then is true of its
-//     moment only, and the attempt may still have reached the vendor after it.
-//     Every attempt before the owner had an earlier lease, so the owner's lease
-//     covers them all.
+//     or after r's lease plus LeaseMargin (t.AskedAt): an answer from before then
+//     is true of its moment only, and the attempt may still reach the vendor after
+//     it — a request written just before the deadline lands later, a worker whose
+//     clock runs behind sends past the lease, for up to LeaseMargin (the claim model
+//     finds the second charge with the lease alone: claimmodel's
+//     TestWitnessNotSentInsideTheMargin). Every attempt before the owner had an
+//     earlier lease, so the owner's covers them all.
 func Settleable(r Record, to State, t Transition) bool {
 	if t.Witness == "" {
 		return Resolvable(r, t.Now)
@@ -326,8 +329,12 @@ func Settleable(r Record, to State, t Transition) bool {
 	if r.State != StateUnknown && (r.State != StateClaimed || t.Now.Before(r.Lease)) {
 		return false
 	}
-	return to != StateReleased || !t.AskedAt.IsZero() && !t.AskedAt.Before(r.Lease)
+	return to != StateReleased || !t.AskedAt.IsZero() && !t.AskedAt.Before(NotSentFrom(r))
 }
+
+// NotSentFrom is the earliest time a witness's "not sent" about r counts when it
+// was asked (Settleable): r's lease plus LeaseMargin.
+func NotSentFrom(r Record) time.Time { return r.Lease.Add(LeaseMargin) }
 
 // PauseReceipt is the receipt Pause (DecisionPaused) and Resume (DecisionResumed) append.
 func PauseReceipt(p Pause, d Decision) Receipt {

@@ -16,9 +16,10 @@
 //
 // The rules (store.Settleable, model-checked in store/claimmodel): a witness's
 // "sent" stores the result it found once the owning attempt is gone; its "not
-// sent" counts only when it was asked at or after the owner's lease (before, the
-// attempt may still reach the vendor after the answer); a witness that errs, times
-// out or cannot tell settles nothing. Every settlement is a receipt
+// sent" counts only when it was asked at or after the owner's lease plus
+// store.LeaseMargin (store.NotSentFrom: before then, the attempt may still reach the
+// vendor after the answer); a witness that errs, times out or cannot tell settles
+// nothing. Every settlement is a receipt
 // (store.DecisionResolved) whose Actor names the witness ("witness:temporal") and
 // whose Reason is its evidence.
 //
@@ -130,9 +131,12 @@ type Said struct {
 	Answer  Answer
 	Err     error
 	// Early: an answer that does not count yet: a "not sent" asked before the
-	// owner's lease passed, or a "sent" while the owner may still be running (it
-	// stores its own outcome).
+	// owner's lease plus store.LeaseMargin, or a "sent" while the owner may still be
+	// running (it stores its own outcome).
 	Early bool
+	// CountsFrom is, for an early "not sent", when a "not sent" first counts
+	// (store.NotSentFrom).
+	CountsFrom time.Time
 }
 
 func (s Said) String() string {
@@ -140,7 +144,8 @@ func (s Said) String() string {
 	case s.Err != nil:
 		return fmt.Sprintf("%s: error: %v", s.Witness, s.Err)
 	case s.Early && s.Answer.Verdict == NotSent:
-		return fmt.Sprintf("%s: not sent, but asked before the attempt's lease passed, so it does not count yet", s.Witness)
+		return fmt.Sprintf("%s: not sent, but asked before %s (the attempt's lease plus the margin for late "+
+			"requests), so it does not count yet", s.Witness, s.CountsFrom.UTC().Format(time.RFC3339))
 	case s.Early:
 		return fmt.Sprintf("%s: sent, but the attempt may still be running and store its own outcome", s.Witness)
 	case s.Answer.Evidence != "":
@@ -211,7 +216,7 @@ type Asker struct {
 
 // Ask asks ws in order about rec and settles rec by the first witness that can
 // tell, unless dryRun. It never settles on an error, a timeout or CannotTell, and
-// never on a "not sent" asked before rec's lease passed.
+// never on a "not sent" asked before store.NotSentFrom(rec).
 func (a Asker) Ask(ctx context.Context, rec store.Record, ws []Witness, dryRun bool) (Report, error) {
 	now := time.Now
 	if a.Now != nil {
@@ -231,6 +236,9 @@ func (a Asker) Ask(ctx context.Context, rec store.Record, ws []Witness, dryRun b
 				to = store.StateCompleted
 			}
 			said.Early = !store.Settleable(rec, to, store.Transition{Now: now(), Witness: w.Name(), AskedAt: asked})
+			if said.Early && to == store.StateReleased {
+				said.CountsFrom = store.NotSentFrom(rec)
+			}
 		}
 		rep.Said = append(rep.Said, said)
 		if err != nil || said.Early || ans.Verdict != Sent && ans.Verdict != NotSent {

@@ -40,7 +40,7 @@ func answer(a witness.Answer) witness.Witness {
 func TestDryRunSettlesNothing(t *testing.T) {
 	st := memory.New()
 	rec := unknown(t, st, "k-dry")
-	a := witness.Asker{Store: st, Now: func() time.Time { return t0.Add(2 * time.Minute) }}
+	a := witness.Asker{Store: st, Now: func() time.Time { return t0.Add(time.Minute + store.LeaseMargin) }}
 	rep, err := a.Ask(context.Background(), rec, []witness.Witness{answer(witness.Answer{Verdict: witness.NotSent})}, true)
 	if err != nil || !rep.Settled || rep.By != "w" || rep.Verdict != witness.NotSent {
 		t.Fatalf("dry run = %+v, %v", rep, err)
@@ -55,7 +55,7 @@ func TestMovedRecordIsNotSettled(t *testing.T) {
 	rec := unknown(t, st, "k-moved")
 	stale := rec
 	stale.Owner = "someone-before"
-	a := witness.Asker{Store: st, Now: func() time.Time { return t0.Add(2 * time.Minute) }}
+	a := witness.Asker{Store: st, Now: func() time.Time { return t0.Add(time.Minute + store.LeaseMargin) }}
 	rep, err := a.Ask(context.Background(), stale, []witness.Witness{answer(witness.Answer{Verdict: witness.NotSent})}, false)
 	if err != nil || rep.Settled || !rep.Moved || !strings.Contains(rep.Summary(), "changed") {
 		t.Fatalf("report for a record that moved = %+v (%s), %v", rep, rep.Summary(), err)

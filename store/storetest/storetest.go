@@ -1900,11 +1900,16 @@ func testWitnessSettle(t *testing.T, s store.Store, k *keys) {
 		t.Fatalf("witness receipt = %+v", rs)
 	}
 
-	// Not sent: an answer asked before the lease proves nothing, even delivered after it.
+	// Not sent: an answer asked before the lease plus LeaseMargin proves nothing (the
+	// attempt may still reach the vendor until then), even delivered after it.
 	key, c = claimed("not-sent")
-	late := c.Lease.Add(time.Minute)
+	from := c.Lease.Add(store.LeaseMargin)
+	late := from.Add(time.Minute)
 	if err := s.Resolve(ctx, witness(key, "a", late, early, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("witness not-sent asked before the lease = %v, want ErrNotOwner", err)
+	}
+	if err := s.Resolve(ctx, witness(key, "a", late, from.Add(-time.Microsecond), store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("witness not-sent asked a microsecond before lease+LeaseMargin = %v, want ErrNotOwner", err)
 	}
 	if err := s.Resolve(ctx, witness(key, "a", late, time.Time{}, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("witness not-sent without the time it was asked = %v, want ErrNotOwner", err)
@@ -1912,8 +1917,8 @@ func testWitnessSettle(t *testing.T, s store.Store, k *keys) {
 	if r := get(t, s, key); r.State != store.StateClaimed {
 		t.Fatalf("refused settlements moved the record to %q", r.State)
 	}
-	if err := s.Resolve(ctx, witness(key, "a", late, c.Lease, store.ResolvedNotSent), store.StateReleased); err != nil {
-		t.Fatalf("witness not-sent asked at the lease: %v", err)
+	if err := s.Resolve(ctx, witness(key, "a", late, from, store.ResolvedNotSent), store.StateReleased); err != nil {
+		t.Fatalf("witness not-sent asked at lease+LeaseMargin: %v", err)
 	}
 	if r := get(t, s, key); r.State != store.StateReleased || r.MayHaveSent {
 		t.Fatalf("after a witness's not-sent: state %q may-have-sent %v", r.State, r.MayHaveSent)
@@ -1935,7 +1940,7 @@ func testWitnessSettle(t *testing.T, s store.Store, k *keys) {
 
 	// A person keeps the margin for a claim whose owner never came back.
 	key, c = claimed("person")
-	if err := s.Resolve(ctx, resolveTr(key, "a", late, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+	if err := s.Resolve(ctx, resolveTr(key, "a", from.Add(-time.Microsecond), store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("a person's not-sent inside the margin = %v, want ErrNotOwner", err)
 	}
 	// Another owner: nothing moves.
