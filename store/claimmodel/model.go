@@ -151,6 +151,9 @@ type witnessAsk struct {
 	owner int8
 	skew  int8
 	at    int32
+	// inTime: since the ask, an attempt reached the vendor before its deadline
+	// (by its clock), not in its overrun.
+	inTime bool
 }
 
 type attemptState struct {
@@ -187,9 +190,12 @@ type State struct {
 	// of claimed or unknown, and every later claim has another owner), and a new ask
 	// replaces the one before, which is then never delivered (lost, timed out).
 	ask witnessAsk
-	// wrongNotSent: a witness's "not sent" settled the key on this path although the
-	// vendor had performed the write (WitnessWrongNotSent). What follows is that
-	// hole's consequence: Explore reports it apart (Violation.AfterWrongNotSent).
+	// wrongNotSent: a witness's "not sent" settled the key on this path although an
+	// attempt reached the vendor after the ask, and only in its overrun — past its
+	// deadline by its own clock, inside LeaseMargin (WitnessWrongNotSent, the hole
+	// the model finds in the current rules). What follows is that hole's consequence:
+	// Explore reports it apart (Violation.AfterWrongNotSent). A wrong "not sent"
+	// after a send inside the deadline is another hole and does not set it.
 	wrongNotSent bool
 }
 
@@ -584,10 +590,14 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 			p.op(Op{Kind: OpSent, Transition: store.Transition{Key: m.key, Owner: m.owners[i]}, Sent: m.sent(), Err: err}, &s)
 		}
+		late := s.t+m.skews[a.skew] >= a.lease
 		if a.notSent {
 			// A witness's "not sent" settled the key while this attempt ran.
 			p.violate(WitnessWrongNotSent)
-			s.wrongNotSent = true
+			s.wrongNotSent = s.wrongNotSent || late
+		}
+		if !late {
+			s.ask.inTime = true
 		}
 		a.sent, s.sentEpoch = true, true
 		if !a.excused && !s.maySent {
@@ -737,7 +747,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 				// (an attempt still running sends: EvSend).
 				if s.sentEpoch {
 					p.violate(WitnessWrongNotSent)
-					s.wrongNotSent = true
+					s.wrongNotSent = s.wrongNotSent || !a.inTime
 				}
 				for j := range s.att {
 					if s.att[j].phase == running {
@@ -747,7 +757,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 		}
 		p.op(Op{Kind: OpResolve, Transition: t, To: to, Err: err}, &s)
-		p.sayf("the witness's answer (asked at clock +%ds) arrives (clock %+ds): resolve %s: %v", a.at, m.skews[a.skew], to, errText(err))
+		p.sayf("the witness's answer (asked at %+ds by its clock) arrives (clock %+ds): resolve %s: %v", a.at, m.skews[a.skew], to, errText(err))
 	}
 	m.check(&prev, &s, person, reset, p)
 	return s
