@@ -207,3 +207,29 @@ func TestExploreFindsTheEarlyNotSent(t *testing.T) {
 		t.Errorf("current rules: %s", v)
 	}
 }
+
+// The random walks that package storetest replays through every backend carry the
+// witness's settlements, accepted and refused, to either state: the backends' SQL
+// mirrors of store.Settleable are held to the model's answers.
+func TestSequencesCarryWitnessSettlements(t *testing.T) {
+	// The numbers storetest uses (modelSequences of the plain run, modelDepth, modelSeed).
+	seqs := Sequences(2000, 12, 10, func(i int) string { return fmt.Sprint("k", i) })
+	count := map[string]int{}
+	for _, s := range seqs {
+		for _, op := range s.Ops {
+			if op.Kind != OpResolve || op.Transition.Witness == "" {
+				continue
+			}
+			if op.Transition.AskedAt.IsZero() {
+				t.Fatalf("%s: a witness's Resolve without AskedAt: %+v", s.Config, op.Transition)
+			}
+			count[fmt.Sprintf("%s %v", op.To, errText(op.Err))]++
+		}
+	}
+	t.Logf("witness settlements in the walks: %v", count)
+	for _, want := range []string{"completed ok", "completed not owner", "released ok", "released not owner"} {
+		if count[want] == 0 {
+			t.Errorf("no witness settlement %q in the walks: %v", want, count)
+		}
+	}
+}
