@@ -59,6 +59,7 @@ type stateKey struct {
 	closedAt                int32 // -1: closed and past the retention
 	ask                     witnessAsk
 	wrongNotSent            bool
+	everSent                bool
 }
 
 // encoded and ignored are the Record fields the key keeps and leaves out. A field
@@ -119,6 +120,9 @@ func (m *model) canonical(s *State) stateKey {
 	}
 	if m.askLive(s) {
 		k.ask = s.ask
+	}
+	if m.cfg.WitnessByKey {
+		k.everSent = s.everSent
 	}
 	for i, a := range s.att {
 		if a.phase == done {

@@ -60,6 +60,11 @@ type Config struct {
 	// A witness that cannot tell (or errs, or times out) is asked too: it settles
 	// nothing.
 	Witness bool
+	// WitnessByKey: the witness answers by the key alone — a vendor lookup that
+	// finds any effect carrying the key, an earlier write's too (a key forgotten and
+	// claimed afresh, a WithKey business key used again past its window) — instead
+	// of this write's requests only.
+	WitnessByKey bool
 }
 
 // horizon is cfg.Horizon, or Horizon when it is zero, in seconds.
@@ -197,6 +202,9 @@ type State struct {
 	// Explore reports it apart (Violation.AfterWrongNotSent). A wrong "not sent"
 	// after a send inside the deadline is another hole and does not set it.
 	wrongNotSent bool
+	// everSent: some request with the key ever reached the vendor, in any epoch
+	// (Config.WitnessByKey).
+	everSent bool
 }
 
 // EventKind is what happens in one step.
@@ -599,7 +607,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		if !late {
 			s.ask.inTime = true
 		}
-		a.sent, s.sentEpoch = true, true
+		a.sent, s.sentEpoch, s.everSent = true, true, true
 		if !a.excused && !s.maySent {
 			s.maySent, s.created = true, -1
 			if s.found {
@@ -713,7 +721,8 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		p.sayf("a person resolves %s: %v", to, errText(err))
 	case EvAsk:
 		clock := s.t + m.skews[e.Skew]
-		s.ask = witnessAsk{on: true, sent: s.sentEpoch, owner: int8(m.owner(&s)), skew: e.Skew, at: clock}
+		sent := s.sentEpoch || m.cfg.WitnessByKey && s.everSent
+		s.ask = witnessAsk{on: true, sent: sent, owner: int8(m.owner(&s)), skew: e.Skew, at: clock}
 		p.sayf("a reconciler (clock %+ds) asks the witness about a%d's record: %s", m.skews[e.Skew], s.ask.owner+1, verdict(s.ask.sent))
 	case EvCannotTell:
 		p.sayf("a witness that cannot tell is asked: nothing settled")

@@ -233,3 +233,45 @@ func TestSequencesCarryWitnessSettlements(t *testing.T) {
 		}
 	}
 }
+
+// A witness that answers by the key alone (a vendor lookup that finds any effect
+// carrying the key) settles a new write of a key used before as sent with the
+// earlier write's result: attempt 1 charges and completes; its workflow closes and
+// its retention passes, a sweep that asked Temporal forgets the record; attempt 2
+// claims the key afresh (a new write by design), its outcome turns unknown before
+// it sent, and the lookup finds attempt 1's charge. The write is reported done and
+// never happened. A witness must count only this write's effects — those since the
+// record's CreatedAt (witness.Query.Record), with room for clock skew — as the
+// model's witness does.
+func TestWitnessByKeyReportsALostWriteDone(t *testing.T) {
+	var cfg Config
+	for _, c := range Configs() {
+		if c.Name == "destructive" {
+			cfg = c
+		}
+	}
+	forget := dsecs(cfg.Leases[0]) + 2*dsecs(cfg.Skews[len(cfg.Skews)-1]) + dsecs(store.LeaseMargin) - dsecs(cfg.Skews[len(cfg.Skews)-1])
+	steps := []Event{
+		{Kind: EvClaim, Attempt: 0, Skew: 1},
+		{Kind: EvSend, Attempt: 0},
+		{Kind: EvComplete, Attempt: 0},
+		{Kind: EvClose},
+		{Kind: EvTime, To: forget},
+		{Kind: EvSweepTemporal},
+		{Kind: EvClaim, Attempt: 1, Skew: 1},
+		{Kind: EvAbandon, Attempt: 1},
+		{Kind: EvAsk, Skew: 1},
+		{Kind: EvDeliver},
+	}
+	byKey := cfg
+	byKey.WitnessByKey = true
+	kinds, lines := runSteps(byKey, Current(), steps)
+	if !slices.Contains(kinds, LostWriteDone) {
+		t.Fatalf("a witness by key: violations %q, want %q; steps:\n%s", kinds, LostWriteDone, strings.Join(lines, "\n"))
+	}
+	t.Logf("a witness by key:\n%s", strings.Join(lines, "\n"))
+	kinds, lines = runSteps(cfg, Current(), steps)
+	if len(kinds) != 0 || !strings.Contains(lines[len(lines)-1], "not owner") {
+		t.Fatalf("a witness of this write: violations %q, want its early not-sent refused; steps:\n%s", kinds, strings.Join(lines, "\n"))
+	}
+}
