@@ -65,6 +65,11 @@ type Config struct {
 	// claimed afresh, a WithKey business key used again past its window) — instead
 	// of this write's requests only.
 	WitnessByKey bool
+	// PersonLooks: the answer the reconciler gets is a person's instead (with
+	// Witness): they look the write up at the vendor at one step (EvAsk) and type
+	// `idemgate resolve` at a later one (EvDeliver), which settles by a person's
+	// rule (Transition.Witness "", Now the true time; store.Resolvable).
+	PersonLooks bool
 }
 
 // horizon is cfg.Horizon, or Horizon when it is zero, in seconds.
@@ -134,6 +139,9 @@ const (
 	// although a request of the write has reached the vendor — true when it was
 	// asked, no longer when it arrived. The next claim is a fresh one and sends again.
 	WitnessWrongNotSent = "witness settlement stored not-sent for a write the vendor performed"
+	// PersonWrongNotSent: a person's "not sent" (Config.PersonLooks), true when they
+	// looked at the vendor, settled the key after a request of the write reached it.
+	PersonWrongNotSent = "person's resolve stored not-sent for a write the vendor performed"
 	// LostWriteDone: the key's record says the write finished (StateCompleted)
 	// although no request of it ever reached the vendor.
 	LostWriteDone = "write reported done that never reached the vendor"
@@ -601,7 +609,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		late := s.t+m.skews[a.skew] >= a.lease
 		if a.notSent {
 			// A witness's "not sent" settled the key while this attempt ran.
-			p.violate(WitnessWrongNotSent)
+			p.violate(m.wrongNotSent())
 			s.wrongNotSent = s.wrongNotSent || late
 		}
 		if !late {
@@ -723,7 +731,11 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		clock := s.t + m.skews[e.Skew]
 		sent := s.sentEpoch || m.cfg.WitnessByKey && s.everSent
 		s.ask = witnessAsk{on: true, sent: sent, owner: int8(m.owner(&s)), skew: e.Skew, at: clock}
-		p.sayf("a reconciler (clock %+ds) asks the witness about a%d's record: %s", m.skews[e.Skew], s.ask.owner+1, verdict(s.ask.sent))
+		who := "a reconciler (clock %+ds) asks the witness"
+		if m.cfg.PersonLooks {
+			who = "a person (looking at clock %+ds) looks"
+		}
+		p.sayf(who+" about a%d's record: %s", m.skews[e.Skew], s.ask.owner+1, verdict(s.ask.sent))
 	case EvCannotTell:
 		p.sayf("a witness that cannot tell is asked: nothing settled")
 	case EvDeliver:
@@ -737,6 +749,11 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		t := m.transition(m.owners[a.owner], clock, store.DecisionResolved)
 		t.Witness, t.AskedAt = witnessName, at(a.at)
 		t.Receipt.Actor, t.Receipt.Resolution = "witness:"+witnessName, resolution
+		who := "the witness's answer"
+		if m.cfg.PersonLooks {
+			t.Now, t.Witness, t.AskedAt, t.Receipt.Actor = at(s.t), "", time.Time{}, "person"
+			who = "the person who looked"
+		}
 		if to == store.StateCompleted {
 			t.Result = []byte(`{"id":"ch_found_by_witness"}`)
 		}
@@ -755,7 +772,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 				// reach the vendor after it — now (the answer arrived late) or later
 				// (an attempt still running sends: EvSend).
 				if s.sentEpoch {
-					p.violate(WitnessWrongNotSent)
+					p.violate(m.wrongNotSent())
 					s.wrongNotSent = s.wrongNotSent || !a.inTime
 				}
 				for j := range s.att {
@@ -766,7 +783,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 		}
 		p.op(Op{Kind: OpResolve, Transition: t, To: to, Err: err}, &s)
-		p.sayf("the witness's answer (asked at %+ds by its clock) arrives (clock %+ds): resolve %s: %v", a.at, m.skews[a.skew], to, errText(err))
+		p.sayf("%s (asked at %+ds by its clock) arrives (clock %+ds): resolve %s: %v", who, a.at, m.skews[a.skew], to, errText(err))
 	}
 	m.check(&prev, &s, person, reset, p)
 	return s
@@ -784,6 +801,14 @@ func (m *model) completed(s *State, by int) {
 			s.forgetAt = max(s.forgetAt, a.lease+dsecs(keepMargin))
 		}
 	}
+}
+
+// wrongNotSent is the violation of a wrong "not sent" by the model's reconciler.
+func (m *model) wrongNotSent() string {
+	if m.cfg.PersonLooks {
+		return PersonWrongNotSent
+	}
+	return WitnessWrongNotSent
 }
 
 // witnessName names the model's witness (Transition.Witness).

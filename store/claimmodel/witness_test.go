@@ -275,3 +275,41 @@ func TestWitnessByKeyReportsALostWriteDone(t *testing.T) {
 		t.Fatalf("a witness of this write: violations %q, want its early not-sent refused; steps:\n%s", kinds, strings.Join(lines, "\n"))
 	}
 }
+
+// The witness hole's family: a person is a witness whose answer arrives late too.
+// `idemgate pending` lists a blocked key before its lease plus LeaseMargin has
+// passed (issue 19: "may still be running until T"); a person who looks the write
+// up at the vendor then, sees nothing, and types `resolve --not-sent` once the
+// margin has passed is let through by store.Resolvable, which checks when they
+// typed, not when they looked — and attempt 1's late request landed in between.
+// Attempt 2 then claims the released key and charges again. (The model reports the
+// wrong "not sent": its checks count attempt 2's claim, past attempt 1's lease plus
+// the margin, as a new write — the key's epoch begins again — so the second charge
+// itself is not counted twice.) The store cannot know when a person looked: the
+// CLI must tell them to look only after the lease plus the margin (the model's
+// person, in Configs, looks and resolves in one step).
+func TestPersonWhoLookedEarlySettlesWrong(t *testing.T) {
+	var cfg Config
+	for _, c := range Configs() {
+		if c.Name == "destructive" {
+			cfg = c
+		}
+	}
+	cfg.PersonLooks = true
+	lease := dsecs(cfg.Leases[0]) + 2*dsecs(cfg.Skews[len(cfg.Skews)-1])
+	steps := []Event{
+		{Kind: EvClaim, Attempt: 0, Skew: 1},
+		{Kind: EvTime, To: lease},
+		{Kind: EvAsk, Skew: 1},
+		{Kind: EvSend, Attempt: 0},
+		{Kind: EvTime, To: lease + dsecs(store.LeaseMargin)},
+		{Kind: EvDeliver},
+		{Kind: EvClaim, Attempt: 1, Skew: 1},
+		{Kind: EvSend, Attempt: 1},
+	}
+	kinds, lines := runSteps(cfg, Current(), steps)
+	if !slices.Contains(kinds, PersonWrongNotSent) || !strings.Contains(lines[len(lines)-1], "a2 sends (vendor effect: true)") {
+		t.Fatalf("violations %q, want %q and a2's charge; steps:\n%s", kinds, PersonWrongNotSent, strings.Join(lines, "\n"))
+	}
+	t.Logf("a person who looked before the margin passed:\n%s", strings.Join(lines, "\n"))
+}
