@@ -612,7 +612,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			p.violate(m.wrongNotSent())
 			s.wrongNotSent = s.wrongNotSent || late
 		}
-		if !late {
+		if !late && s.ask.on {
 			s.ask.inTime = true
 		}
 		a.sent, s.sentEpoch, s.everSent = true, true, true
