@@ -1,6 +1,7 @@
 // Package claimmodel explores the claim rules of package store exhaustively: one
-// key, two or three attempts of it, a vendor, a person with the resolve command,
-// and time passing, with every interleaving of their events up to a bounded depth.
+// key, two or three attempts of it, a vendor, a person with the resolve command, a
+// reconciler that asks a witness, and time passing, with every interleaving of
+// their events up to a bounded depth.
 //
 // The model calls the real rules (store.Decide, store.Apply, store.ApplyResolve,
 // store.Blocking, store.Expired, store.ApplySent, store.ResendWindow and the gate's
@@ -12,10 +13,15 @@
 //     not-sent (with a vendor that deduplicates on the key: at most one effect, a
 //     re-send inside the vendor's window being no effect);
 //   - a stored result is only returned to a call with the same key and arguments hash;
+//   - no write is reported done (StateCompleted) that never reached the vendor;
 //   - a claim whose owner is running inside its lease is never taken over,
-//     re-claimed, expired, swept or resolved;
-//   - "an earlier attempt may have sent" never becomes false without a person, and
-//     the key's first-claimed time never moves while it holds;
+//     re-claimed, expired, swept or resolved (by a person or a witness);
+//   - "an earlier attempt may have sent" never becomes false without a person or a
+//     witness's "not sent", and the key's first-claimed time never moves while it
+//     holds;
+//   - a witness's settlement never stores "not sent" for a write the vendor
+//     performed: neither one performed before the answer arrived, nor one an
+//     attempt running at the settlement performs after it;
 //   - a finished destructive write's record is not forgotten (expired, swept or
 //     claimed afresh) while its workflow can still be reset — open, or closed within
 //     the retention (Config.Retention; a sweep that asks Temporal learns which).
@@ -24,6 +30,21 @@
 // transport, which records its evidence in the claim first, or (configuration
 // "destructive-vendor-unkeyed") without the key: the gate must then refuse.
 //
+// Witnesses (issue 19, Config.Witness, package witness): "an unknown outcome is
+// settled by the first witness that can tell ... a witness's 'not sent' counts only
+// after the attempt's lease passed" (DESIGN.md). The model's reconciler — the gate
+// meeting an unknown record, the plugin's background pass, `idemgate reconcile` —
+// asks at any step, reading AskedAt from its own worker's clock (any of the
+// configuration's skews, as witness.Asker reads the gate's clock), and the witness
+// answers truthfully of that moment: "sent" when a request of the write has reached
+// the vendor, else "not sent". The answer arrives at any later step, or never (a
+// lost answer, a timeout: a new ask replaces it), and settles through
+// store.ApplyResolve with Transition.Witness and AskedAt, its Now read from the same
+// clock. A witness that cannot tell, errs or times out is asked too and settles
+// nothing. An attempt may still reach the vendor for Config.Overrun past its
+// deadline (a zombie that ignores its cancellation, a request written just before
+// the deadline that lands after it), less than store.LeaseMargin.
+//
 // The vendor-window rule (Rules.Resend) takes the gate's clock bound, the model's
 // largest worker skew. A key is otherwise legitimately forgotten once its window
 // passed (a repeat after that is a new write by design): the checks start a new
@@ -31,5 +52,6 @@
 //
 // Sequences turns random walks of the same model into store calls with the
 // outcome and record the rules expect after each, which package storetest replays
-// through every backend, so the model and the databases are held to one answer.
+// through every backend, so the model and the databases are held to one answer
+// (the witnesses' settlements included).
 package claimmodel

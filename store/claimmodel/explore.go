@@ -29,6 +29,11 @@ type Result struct {
 type Violation struct {
 	Kind  string
 	Steps []string
+	// AfterWrongNotSent: the path settled the key by a witness's wrong "not sent"
+	// (WitnessWrongNotSent, at this step or before): the violation is that hole or
+	// its consequence. Explore keeps the shortest counterexample of each kind with and
+	// without one, so a known wrong "not sent" hides no other hole.
+	AfterWrongNotSent bool
 }
 
 func (v Violation) String() string {
@@ -52,6 +57,9 @@ type stateKey struct {
 	ghostCreated, forgetAt  int32
 	closed                  bool
 	closedAt                int32 // -1: closed and past the retention
+	ask                     witnessAsk
+	wrongNotSent            bool
+	everSent                bool
 }
 
 // encoded and ignored are the Record fields the key keeps and leaves out. A field
@@ -90,7 +98,8 @@ func stateCode(st store.State) uint8 {
 
 func (m *model) canonical(s *State) stateKey {
 	k := stateKey{t: s.t, found: s.found, vendorFirst: s.vendorFirst, effects: s.effects,
-		sentEpoch: s.sentEpoch, maySent: s.maySent, ghostCreated: s.created, forgetAt: s.forgetAt}
+		sentEpoch: s.sentEpoch, maySent: s.maySent, ghostCreated: s.created, forgetAt: s.forgetAt,
+		wrongNotSent: s.wrongNotSent}
 	if s.found {
 		r := &s.rec
 		k.st, k.owner, k.claims, k.may = stateCode(r.State), int8(m.owner(s)), int8(r.Claims), m.rules.MayHaveSent(*r)
@@ -108,6 +117,12 @@ func (m *model) canonical(s *State) stateKey {
 		if !m.resettable(s) {
 			k.closedAt = -1
 		}
+	}
+	if m.askLive(s) {
+		k.ask = s.ask
+	}
+	if m.cfg.WitnessByKey {
+		k.everSent = s.everSent
 	}
 	for i, a := range s.att {
 		if a.phase == done {
@@ -139,8 +154,9 @@ func Explore(cfg Config, r Rules, depth int) Result {
 	}
 	frontier := []item{{s0, 0}}
 	type seenKey struct {
-		kind string
-		ev   EventKind
+		kind  string
+		ev    EventKind
+		after bool
 	}
 	seen := map[seenKey]bool{}
 	for d := 0; d < depth && len(frontier) > 0; d++ {
@@ -151,9 +167,10 @@ func Explore(cfg Config, r Rules, depth int) Result {
 				var p stepper
 				s := m.step(it.s, e, &p)
 				for _, v := range p.violations {
-					if sk := (seenKey{v, e.Kind}); !seen[sk] {
+					if sk := (seenKey{v, e.Kind, s.wrongNotSent}); !seen[sk] {
 						seen[sk] = true
-						res.Violations = append(res.Violations, Violation{Kind: v, Steps: m.describe(append(path(nodes, it.id), e))})
+						res.Violations = append(res.Violations, Violation{Kind: v, Steps: m.describe(append(path(nodes, it.id), e)),
+							AfterWrongNotSent: s.wrongNotSent})
 					}
 				}
 				k := m.canonical(&s)

@@ -30,29 +30,63 @@ func depth(t *testing.T) int {
 // (deadline + 2×ClockSkew, see model.claim).
 var knownHoles = map[string]bool{}
 
+// witnessNotSentHole: the current rules let a witness's "not sent" count from the
+// owner's lease on (store.Settleable), while an attempt may still reach the vendor
+// until its lease plus store.LeaseMargin (Config.Overrun: a zombie past its deadline
+// that ignores its cancellation, or a request written just before the deadline that
+// lands after it). The model finds the wrong "not sent" and the second charge that
+// follows it (TestWitnessNotSentInsideTheMargin); the rule with the margin closes it
+// (TestExploreWitnessAfterTheMargin). Reported on issue 19, not changed here: when
+// store.Settleable counts a "not sent" only from Lease+LeaseMargin, set this false.
+// Every violation on a path through a wrong "not sent" (Violation.AfterWrongNotSent)
+// is this hole; Explore keeps the others apart, so it hides no other hole.
+const witnessNotSentHole = true
+
+// unexplained drops the violations of the known holes.
+func unexplained(vs []Violation) []Violation {
+	var out []Violation
+	for _, v := range vs {
+		if knownHoles[v.Kind] || witnessNotSentHole && v.AfterWrongNotSent {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 func TestExplore(t *testing.T) {
 	d := depth(t)
 	start := time.Now()
 	states, transitions := 0, 0
 	found := map[string]bool{}
+	witnessHole := false
 	for _, cfg := range Configs() {
 		res := Explore(cfg, Current(), d)
 		states += res.States
 		transitions += res.Transitions
 		t.Logf("%s: depth %d, %d states, %d transitions", cfg.Name, d, res.States, res.Transitions)
 		for _, v := range res.Violations {
-			if knownHoles[v.Kind] {
+			switch {
+			case knownHoles[v.Kind]:
 				found[v.Kind] = true
 				t.Logf("%s: known hole, not yet fixed: %s", cfg.Name, v)
-				continue
+			case witnessNotSentHole && v.AfterWrongNotSent:
+				if v.Kind == WitnessWrongNotSent && !witnessHole {
+					t.Logf("%s: known hole, not yet fixed: %s", cfg.Name, v)
+				}
+				witnessHole = witnessHole || v.Kind == WitnessWrongNotSent
+			default:
+				t.Errorf("%s: %s", cfg.Name, v)
 			}
-			t.Errorf("%s: %s", cfg.Name, v)
 		}
 	}
 	for kind := range knownHoles {
 		if !found[kind] {
 			t.Errorf("known hole %q no longer found: remove it from knownHoles", kind)
 		}
+	}
+	if witnessNotSentHole && !witnessHole {
+		t.Errorf("known hole %q no longer found: set witnessNotSentHole false", WitnessWrongNotSent)
 	}
 	t.Logf("all: depth %d, %d states, %d transitions in %v", d, states, transitions, time.Since(start).Round(time.Millisecond))
 }
@@ -214,8 +248,8 @@ func TestExploreFindsTheUnkeyedResend(t *testing.T) {
 	if !found {
 		t.Fatalf("%s: rules before the evidence, depth 5: no second charge by a re-send; found %v", cfg.Name, res.Violations)
 	}
-	if res := Explore(cfg, Current(), 5); len(res.Violations) != 0 {
-		t.Fatalf("%s: current rules: %v", cfg.Name, res.Violations)
+	if res := Explore(cfg, Current(), 5); len(unexplained(res.Violations)) != 0 {
+		t.Fatalf("%s: current rules: %v", cfg.Name, unexplained(res.Violations))
 	}
 }
 

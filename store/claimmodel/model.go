@@ -48,6 +48,28 @@ type Config struct {
 	// (root-1). Retention then models the root; the children closed long ago and
 	// are past retention, so Temporal knows none of their IDs.
 	Child bool
+	// Witness adds the witnesses of issue 19 (package witness): a reconciler — the
+	// gate meeting an unknown record, the plugin's background pass, `idemgate
+	// reconcile` — asks a witness about the key's record at any step, on the clock
+	// of its worker (any of Skews: witness.Asker reads AskedAt from the gate's
+	// clock, not the witness's), and the witness answers truthfully of that moment:
+	// "sent" when some request of the write has reached the vendor, else "not sent".
+	// The answer is delivered at any later step (or never: a timeout, a lost
+	// answer), settling through the real rule (Rules.ApplyResolve with
+	// Transition.Witness and AskedAt), with Now read from the same worker's clock.
+	// A witness that cannot tell (or errs, or times out) is asked too: it settles
+	// nothing.
+	Witness bool
+	// WitnessByKey: the witness answers by the key alone — a vendor lookup that
+	// finds any effect carrying the key, an earlier write's too (a key forgotten and
+	// claimed afresh, a WithKey business key used again past its window) — instead
+	// of this write's requests only.
+	WitnessByKey bool
+	// PersonLooks: the answer the reconciler gets is a person's instead (with
+	// Witness): they look the write up at the vendor at one step (EvAsk) and type
+	// `idemgate resolve` at a later one (EvDeliver), which settles by a person's
+	// rule (Transition.Witness "", Now the true time; store.Resolvable).
+	PersonLooks bool
 }
 
 // horizon is cfg.Horizon, or Horizon when it is zero, in seconds.
@@ -79,10 +101,15 @@ func Configs() []Config {
 	// Issue 18 item 12: configuration and wire disagree.
 	unkeyed.Name, unkeyed.Effect, unkeyed.VendorWindow, unkeyed.Unkeyed = "destructive-vendor-unkeyed", "destructive", 5*time.Minute, true
 	keyed.Retention, unkeyed.Retention = 15*time.Minute, 15*time.Minute
+	// Issue 19: witnesses settle the destructive writes whose outcome is unknown.
+	// (The child's witness is the destructive one's: the witness's rules read no
+	// workflow ID. The idempotent write's unknown outcome is taken over, not asked
+	// about, at the gate.)
+	destr.Witness, keyed.Witness, unkeyed.Witness = true, true, true
 	// The findings F1 and F2 of the issue-18 gate attack: the write of a child
 	// re-created by its root's reset.
 	child := destr
-	child.Name, child.Child = "destructive-child", true
+	child.Name, child.Child, child.Witness = "destructive-child", true, false
 	return []Config{idem, destr, keyed, unkeyed, child}
 }
 
@@ -108,6 +135,16 @@ const (
 	// claimed afresh while its workflow could still be reset (open, or closed within
 	// the namespace's retention): the reset run would send it again.
 	ResetForgotten = "finished destructive record forgotten while its workflow can be reset"
+	// WitnessWrongNotSent: a witness's "not sent" settled the key (released it)
+	// although a request of the write has reached the vendor — true when it was
+	// asked, no longer when it arrived. The next claim is a fresh one and sends again.
+	WitnessWrongNotSent = "witness settlement stored not-sent for a write the vendor performed"
+	// PersonWrongNotSent: a person's "not sent" (Config.PersonLooks), true when they
+	// looked at the vendor, settled the key after a request of the write reached it.
+	PersonWrongNotSent = "person's resolve stored not-sent for a write the vendor performed"
+	// LostWriteDone: the key's record says the write finished (StateCompleted)
+	// although no request of it ever reached the vendor.
+	LostWriteDone = "write reported done that never reached the vendor"
 )
 
 type phase uint8
@@ -118,12 +155,27 @@ const (
 	done
 )
 
+// witnessAsk is a witness's answer on its way: asked about the record of owner
+// (an attempt index) at clock at (the asking worker's clock, Skews[skew]), it says
+// sent (a request of the write had reached the vendor then) or not sent.
+type witnessAsk struct {
+	on    bool
+	sent  bool
+	owner int8
+	skew  int8
+	at    int32
+	// inTime: since the ask, an attempt reached the vendor before its deadline
+	// (by its clock), not in its overrun.
+	inTime bool
+}
+
 type attemptState struct {
 	phase   phase
 	skew    int8 // index into Config.Skews
 	sent    bool
 	retry   bool // claimed by a takeover: idemhttp checks the vendor window
 	excused bool // a person said not-sent while it ran, or its key was forgotten since
+	notSent bool // a witness's "not sent" settled the key while it ran
 	first   int32
 	lease   int32
 }
@@ -146,6 +198,21 @@ type State struct {
 	maySent   bool  // some attempt not excused sent
 	created   int32 // CreatedAt when maySent turned true (-1: none)
 	forgetAt  int32 // the key may be forgotten from then on
+	// The witness's answer on its way (Config.Witness). One is enough: answers
+	// about one owner's record can settle it once (a settlement moves the record out
+	// of claimed or unknown, and every later claim has another owner), and a new ask
+	// replaces the one before, which is then never delivered (lost, timed out).
+	ask witnessAsk
+	// wrongNotSent: a witness's "not sent" settled the key on this path although an
+	// attempt reached the vendor after the ask, and only in its overrun — past its
+	// deadline by its own clock, inside LeaseMargin (WitnessWrongNotSent, the hole
+	// the model finds in the current rules). What follows is that hole's consequence:
+	// Explore reports it apart (Violation.AfterWrongNotSent). A wrong "not sent"
+	// after a send inside the deadline is another hole and does not set it.
+	wrongNotSent bool
+	// everSent: some request with the key ever reached the vendor, in any epoch
+	// (Config.WitnessByKey).
+	everSent bool
 }
 
 // EventKind is what happens in one step.
@@ -168,6 +235,15 @@ const (
 	// EvSweepTemporal: a sweep that asks Temporal whether the record's workflow can
 	// still be reset (Config.Retention > 0).
 	EvSweepTemporal
+	// EvAsk: a reconciler on a worker with clock skew Skew asks a witness about the
+	// record (Config.Witness); the witness answers truthfully of this moment.
+	EvAsk
+	// EvDeliver: the answer of the last EvAsk arrives and settles through
+	// Rules.ApplyResolve with the witness's rules.
+	EvDeliver
+	// EvCannotTell: a witness that cannot tell (or errs, or times out) is asked: it
+	// settles nothing.
+	EvCannotTell
 )
 
 // Event is one step: Attempt for the attempt's events, Skew (index) for a claim,
@@ -317,9 +393,29 @@ func (m *model) events(s *State, horizon int32) []Event {
 			} else {
 				evs = append(evs, Event{Kind: EvResolveNotSent})
 			}
+			if m.cfg.Witness {
+				for k := range m.skews {
+					evs = append(evs, Event{Kind: EvAsk, Skew: int8(k)})
+				}
+				evs = append(evs, Event{Kind: EvCannotTell})
+			}
 		}
 	}
+	if m.askLive(s) {
+		evs = append(evs, Event{Kind: EvDeliver})
+	}
 	return evs
+}
+
+// askLive reports whether the witness's answer on its way can still settle the
+// record: it is about the record's owner, still claimed or unknown. Once the record
+// moved on (settled, released, forgotten, claimed by another attempt) it never
+// can: owners are per attempt, and an attempt claims once.
+func (m *model) askLive(s *State) bool {
+	if !s.ask.on || !s.found || m.owner(s) != int(s.ask.owner) {
+		return false
+	}
+	return s.rec.State == store.StateClaimed || s.rec.State == store.StateUnknown
 }
 
 // maySend: a running attempt sends until its lease plus the overrun (by its clock);
@@ -443,7 +539,7 @@ func (p *stepper) sayf(format string, a ...any) {
 func (m *model) step(s State, e Event, p *stepper) State {
 	prev := s
 	i := int(e.Attempt)
-	person := false
+	person := false // a person or a witness settled the key
 	reset := false
 	switch e.Kind {
 	case EvClaim:
@@ -510,7 +606,16 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 			p.op(Op{Kind: OpSent, Transition: store.Transition{Key: m.key, Owner: m.owners[i]}, Sent: m.sent(), Err: err}, &s)
 		}
-		a.sent, s.sentEpoch = true, true
+		late := s.t+m.skews[a.skew] >= a.lease
+		if a.notSent {
+			// A witness's "not sent" settled the key while this attempt ran.
+			p.violate(m.wrongNotSent())
+			s.wrongNotSent = s.wrongNotSent || late
+		}
+		if !late && s.ask.on {
+			s.ask.inTime = true
+		}
+		a.sent, s.sentEpoch, s.everSent = true, true, true
 		if !a.excused && !s.maySent {
 			s.maySent, s.created = true, -1
 			if s.found {
@@ -622,6 +727,63 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		}
 		p.op(Op{Kind: OpResolve, Transition: t, To: to, Err: err}, &s)
 		p.sayf("a person resolves %s: %v", to, errText(err))
+	case EvAsk:
+		clock := s.t + m.skews[e.Skew]
+		sent := s.sentEpoch || m.cfg.WitnessByKey && s.everSent
+		s.ask = witnessAsk{on: true, sent: sent, owner: int8(m.owner(&s)), skew: e.Skew, at: clock}
+		who := "a reconciler (clock %+ds) asks the witness"
+		if m.cfg.PersonLooks {
+			who = "a person (looking at clock %+ds) looks"
+		}
+		p.sayf(who+" about a%d's record: %s", m.skews[e.Skew], s.ask.owner+1, verdict(s.ask.sent))
+	case EvCannotTell:
+		p.sayf("a witness that cannot tell is asked: nothing settled")
+	case EvDeliver:
+		a := s.ask
+		s.ask = witnessAsk{}
+		to, resolution := store.StateReleased, store.ResolvedNotSent
+		if a.sent {
+			to, resolution = store.StateCompleted, store.ResolvedSent
+		}
+		clock := s.t + m.skews[a.skew]
+		t := m.transition(m.owners[a.owner], clock, store.DecisionResolved)
+		t.Witness, t.AskedAt = witnessName, at(a.at)
+		t.Receipt.Actor, t.Receipt.Resolution = "witness:"+witnessName, resolution
+		who := "the witness's answer"
+		if m.cfg.PersonLooks {
+			t.Now, t.Witness, t.AskedAt, t.Receipt.Actor = at(s.t), "", time.Time{}, "person"
+			who = "the person who looked"
+		}
+		if to == store.StateCompleted {
+			t.Result = []byte(`{"id":"ch_found_by_witness"}`)
+		}
+		next, err := m.rules.ApplyResolve(s.rec, to, t)
+		if err == nil {
+			if m.live(&s) {
+				p.violate(LiveResolved)
+			}
+			s.rec = next
+			person = true
+			if to == store.StateCompleted {
+				m.completed(&s, -1)
+			} else {
+				// No excuse, unlike a person's: the witness was right when asked, and
+				// the rule must not let its answer count while an attempt could still
+				// reach the vendor after it — now (the answer arrived late) or later
+				// (an attempt still running sends: EvSend).
+				if s.sentEpoch {
+					p.violate(m.wrongNotSent())
+					s.wrongNotSent = s.wrongNotSent || !a.inTime
+				}
+				for j := range s.att {
+					if s.att[j].phase == running {
+						s.att[j].notSent = true
+					}
+				}
+			}
+		}
+		p.op(Op{Kind: OpResolve, Transition: t, To: to, Err: err}, &s)
+		p.sayf("%s (asked at %+ds by its clock) arrives (clock %+ds): resolve %s: %v", who, a.at, m.skews[a.skew], to, errText(err))
 	}
 	m.check(&prev, &s, person, reset, p)
 	return s
@@ -639,6 +801,24 @@ func (m *model) completed(s *State, by int) {
 			s.forgetAt = max(s.forgetAt, a.lease+dsecs(keepMargin))
 		}
 	}
+}
+
+// wrongNotSent is the violation of a wrong "not sent" by the model's reconciler.
+func (m *model) wrongNotSent() string {
+	if m.cfg.PersonLooks {
+		return PersonWrongNotSent
+	}
+	return WitnessWrongNotSent
+}
+
+// witnessName names the model's witness (Transition.Witness).
+const witnessName = "vendor-lookup"
+
+func verdict(sent bool) string {
+	if sent {
+		return "sent"
+	}
+	return "not sent"
 }
 
 func errText(err error) string {
@@ -672,6 +852,9 @@ func (m *model) check(prev, s *State, person, reset bool, p *stepper) {
 	}
 	if prev.found && s.found && !person && !reset && m.rules.MayHaveSent(prev.rec) && !m.rules.MayHaveSent(s.rec) {
 		p.violate(MarkCleared)
+	}
+	if s.found && s.rec.State == store.StateCompleted && !s.sentEpoch {
+		p.violate(LostWriteDone)
 	}
 }
 

@@ -203,3 +203,30 @@ func rulesBeforeRoot() Rules {
 	r.SweepAsks = func(rec store.Record) []string { return []string{rec.WorkflowID} }
 	return r
 }
+
+// rulesWitnessAnyTime are the current rules but for a witness's "not sent", which
+// counts whenever it was asked (as if AskedAt were always past the owner's lease):
+// only the owner's being gone at delivery is checked.
+func rulesWitnessAnyTime() Rules {
+	r := Current()
+	r.ApplyResolve = func(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
+		if t.Witness != "" {
+			t.AskedAt = existing.Lease
+		}
+		return store.ApplyResolve(existing, to, t)
+	}
+	return r
+}
+
+// rulesWitnessAskedAtDelivery are the current rules but for the time a witness's
+// "not sent" is judged by: when it arrives (Transition.Now), not when it was asked.
+func rulesWitnessAskedAtDelivery() Rules {
+	r := Current()
+	r.ApplyResolve = func(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
+		if t.Witness != "" {
+			t.AskedAt = t.Now
+		}
+		return store.ApplyResolve(existing, to, t)
+	}
+	return r
+}

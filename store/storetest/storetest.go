@@ -1511,6 +1511,10 @@ func describeOp(op claimmodel.Op) string {
 	case claimmodel.OpSweep:
 		return fmt.Sprintf("Sweep now %s", op.Now.Format(time.TimeOnly))
 	case claimmodel.OpResolve:
+		if w := op.Transition.Witness; w != "" {
+			return fmt.Sprintf("Resolve to %s owner %s now %s by witness %s asked at %s: %v", op.To, op.Transition.Owner,
+				op.Transition.Now.Format(time.TimeOnly), w, op.Transition.AskedAt.Format(time.TimeOnly), op.Err)
+		}
 		return fmt.Sprintf("Resolve to %s owner %s now %s: %v", op.To, op.Transition.Owner, op.Transition.Now.Format(time.TimeOnly), op.Err)
 	}
 	return fmt.Sprintf("%s owner %s now %s: %v", op.Kind, op.Transition.Owner, op.Transition.Now.Format(time.TimeOnly), op.Err)
