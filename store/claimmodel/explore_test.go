@@ -36,11 +36,11 @@ var knownHoles = map[string]bool{}
 // that ignores its cancellation, or a request written just before the deadline that
 // lands after it). The model finds the wrong "not sent" and the second charge that
 // follows it (TestWitnessNotSentInsideTheMargin); the rule with the margin closes it
-// (TestExploreWitnessAfterTheMargin). Reported on issue 19, not changed here: when
-// store.Settleable counts a "not sent" only from Lease+LeaseMargin, set this false.
+// (TestExploreWitnessAfterTheMargin). Closed on issue 19: store.Settleable counts a
+// "not sent" only from Lease+LeaseMargin (store.NotSentFrom).
 // Every violation on a path through a wrong "not sent" (Violation.AfterWrongNotSent)
 // is this hole; Explore keeps the others apart, so it hides no other hole.
-const witnessNotSentHole = true
+const witnessNotSentHole = false
 
 // unexplained drops the violations of the known holes.
 func unexplained(vs []Violation) []Violation {

@@ -205,13 +205,13 @@ func rulesBeforeRoot() Rules {
 }
 
 // rulesWitnessAnyTime are the current rules but for a witness's "not sent", which
-// counts whenever it was asked (as if AskedAt were always past the owner's lease):
+// counts whenever it was asked (as if AskedAt were always past the owner's lease plus the margin):
 // only the owner's being gone at delivery is checked.
 func rulesWitnessAnyTime() Rules {
 	r := Current()
 	r.ApplyResolve = func(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
 		if t.Witness != "" {
-			t.AskedAt = existing.Lease
+			t.AskedAt = store.NotSentFrom(existing)
 		}
 		return store.ApplyResolve(existing, to, t)
 	}
