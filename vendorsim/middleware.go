@@ -156,7 +156,7 @@ func (v *Vendor) lookup(object string) http.HandlerFunc {
 		v.lookups++
 		hook := v.beforeLookup
 		v.mu.Unlock()
-		if hook != nil && !hook(w, key) {
+		if hook != nil && !hook(w, r) {
 			return
 		}
 		v.mu.Lock()
@@ -180,7 +180,7 @@ func (v *Vendor) lookup(object string) http.HandlerFunc {
 // SetBeforeLookup sets a hook that runs when a lookup by key arrives, before it is
 // answered (nil removes it): returning false means the hook wrote the answer itself
 // (a test's 503, or a hang until its request is cancelled).
-func (v *Vendor) SetBeforeLookup(hook func(w http.ResponseWriter, key string) bool) {
+func (v *Vendor) SetBeforeLookup(hook func(w http.ResponseWriter, r *http.Request) bool) {
 	v.mu.Lock()
 	v.beforeLookup = hook
 	v.mu.Unlock()

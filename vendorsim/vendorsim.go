@@ -43,7 +43,7 @@ type Vendor struct {
 	mu           sync.Mutex
 	beforeAnswer func(key string)
 	beforeEffect func(key string)
-	beforeLookup func(w http.ResponseWriter, key string) bool
+	beforeLookup func(w http.ResponseWriter, r *http.Request) bool
 	lookups      int
 	effects      map[string]int
 	replays      map[string]int
