@@ -73,43 +73,37 @@ type Resource struct {
 //     timeout: an error, which settles nothing.
 //
 // Its name is "idemhttp:" + profile.Name; its evidence names the request and what
-// it found, with secrets in the URL masked. An invalid profile or Lookup gives a
-// witness whose every answer is an error saying what to fix.
-func LookupWitness(profile Profile, client *http.Client, l Lookup) witness.Witness {
+// it found, with secrets in the URL masked. An invalid profile, a profile that
+// forwards no key, or a Lookup without Request or Read is an error.
+func LookupWitness(profile Profile, client *http.Client, l Lookup) (witness.Witness, error) {
+	switch err := profile.validate(); {
+	case err != nil:
+		return nil, fmt.Errorf("idemgate/idemhttp: lookup witness: %w. Next step: fix the profile", err)
+	case profile.Where == Nowhere:
+		return nil, fmt.Errorf("idemgate/idemhttp: lookup witness %q: the profile forwards no key (Where is Nowhere), so "+
+			"the vendor holds nothing under one. Next step: use the profile the write is sent with", profile.Name)
+	case l.Request == nil || l.Read == nil:
+		return nil, fmt.Errorf("idemgate/idemhttp: lookup witness %q: Lookup.Request and Lookup.Read are required. Next "+
+			"step: give the request that finds what a key produced and the function that reads its answer", profile.Name)
+	}
 	if client == nil {
 		client = http.DefaultClient
 	}
-	w := &lookupWitness{p: profile, c: client, l: l}
 	sh := newShaper(profile)
 	sh.quoted = false // the key the vendor stores, not its structured-field form
-	w.sh = sh
-	switch err := profile.validate(); {
-	case err != nil:
-		w.invalid = fmt.Errorf("idemgate/idemhttp: lookup witness: %w. Next step: fix the profile", err)
-	case profile.Where == Nowhere:
-		w.invalid = fmt.Errorf("idemgate/idemhttp: lookup witness %q: the profile forwards no key (Where is Nowhere), so the "+
-			"vendor holds nothing under one. Next step: use the profile the write is sent with", profile.Name)
-	case l.Request == nil || l.Read == nil:
-		w.invalid = fmt.Errorf("idemgate/idemhttp: lookup witness %q: Lookup.Request and Lookup.Read are required. Next step: "+
-			"give the request that finds what a key produced and the function that reads its answer", profile.Name)
-	}
-	return w
+	return &lookupWitness{p: profile, c: client, l: l, sh: sh}, nil
 }
 
 type lookupWitness struct {
-	p       Profile
-	c       *http.Client
-	l       Lookup
-	sh      shaper
-	invalid error
+	p  Profile
+	c  *http.Client
+	l  Lookup
+	sh shaper
 }
 
 func (w *lookupWitness) Name() string { return "idemhttp:" + w.p.Name }
 
 func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answer, error) {
-	if w.invalid != nil {
-		return witness.Answer{}, w.invalid
-	}
 	rec := q.Record
 	via := w.Name()
 	mine := slices.IndexFunc(rec.Sent, func(s store.Sent) bool { return s.Via == via })

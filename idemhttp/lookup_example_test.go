@@ -29,7 +29,7 @@ func ExampleLookupWitness() {
 		ID     string  `json:"id"`
 		Amount float64 `json:"amount"`
 	}
-	charges := idemhttp.LookupWitness(idemhttp.Stripe, nil, idemhttp.Lookup{
+	charges, err := idemhttp.LookupWitness(idemhttp.Stripe, nil, idemhttp.Lookup{
 		Request: func(ctx context.Context, vendorKey string) (*http.Request, error) {
 			return http.NewRequestWithContext(ctx, http.MethodGet,
 				sim.Payments.URL+"/v1/charges?idempotency_key="+url.QueryEscape(vendorKey), nil)
@@ -43,6 +43,10 @@ func ExampleLookupWitness() {
 		},
 		Authoritative: true,
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	// Register it for the activities that charge through idemhttp.Stripe.
 	_ = interceptor.Options{Witnesses: map[string][]witness.Witness{"ChargeCard": {charges}}}
 

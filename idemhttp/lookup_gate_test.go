@@ -190,8 +190,8 @@ func resolvedBy(rs []store.Receipt) []store.Receipt {
 	return out
 }
 
-func lookupWitnesses(w *vendorsim.World) map[string][]witness.Witness {
-	return map[string][]witness.Witness{"ChargeCard": {idemhttp.LookupWitness(idemhttp.Stripe, nil, chargeLookup(w.Payments.URL))}}
+func lookupWitnesses(t *testing.T, w *vendorsim.World) map[string][]witness.Witness {
+	return map[string][]witness.Witness{"ChargeCard": {mustLookup(t, idemhttp.Stripe, chargeLookup(w.Payments.URL))}}
 }
 
 // TestLookupWitnessSettlesALostAnswer: the vendor charged, its answer was lost
@@ -207,7 +207,7 @@ func TestLookupWitnessSettlesALostAnswer(t *testing.T) {
 			}
 			return deliver
 		}}}
-	got, err := r.run(t, interceptor.Options{Witnesses: lookupWitnesses(r.w)}, p)
+	got, err := r.run(t, interceptor.Options{Witnesses: lookupWitnesses(t, r.w)}, p)
 	if err != nil {
 		t.Fatalf("workflow: %v (the lookup witness should have settled the lost answer)", err)
 	}
@@ -248,7 +248,7 @@ func TestLookupWitnessNotSentOnlyAfterTheLease(t *testing.T) {
 			}
 			return deliver
 		}}}
-	opts := interceptor.Options{Witnesses: lookupWitnesses(r.w), HoldUnknown: time.Second,
+	opts := interceptor.Options{Witnesses: lookupWitnesses(t, r.w), HoldUnknown: time.Second,
 		Observer: func(_ context.Context, d interceptor.Decision) {
 			// The refused attempt was asked before the lease; time passes until its
 			// held retry, which comes after the lease.
@@ -292,7 +292,7 @@ func TestLookupWitnessThatErrsSettlesNothing(t *testing.T) {
 	})
 	p := &simPayments{url: r.w.Payments.URL, profile: idemhttp.Stripe, net: &faultyNet{base: &http.Transport{},
 		plan: func(int32) fault { return loseAnswer }}}
-	_, err := r.run(t, interceptor.Options{Witnesses: lookupWitnesses(r.w)}, p)
+	_, err := r.run(t, interceptor.Options{Witnesses: lookupWitnesses(t, r.w)}, p)
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != interceptor.ErrTypeInFlight || !app.NonRetryable() {
 		t.Fatalf("workflow error %v, want a non-retryable %s", err, interceptor.ErrTypeInFlight)
@@ -321,7 +321,7 @@ func TestLookupWitnessOfAnotherProfileCannotTell(t *testing.T) {
 	eu.Name = "payments-eu"
 	p := &simPayments{url: r.w.Payments.URL, profile: eu, net: &faultyNet{base: &http.Transport{},
 		plan: func(int32) fault { return neverSent }}}
-	_, err := r.run(t, interceptor.Options{Witnesses: lookupWitnesses(r.w)}, p)
+	_, err := r.run(t, interceptor.Options{Witnesses: lookupWitnesses(t, r.w)}, p)
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != interceptor.ErrTypeInFlight {
 		t.Fatalf("workflow error %v, want %s", err, interceptor.ErrTypeInFlight)

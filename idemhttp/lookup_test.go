@@ -103,7 +103,7 @@ func TestLookupWitnessAnswers(t *testing.T) {
 	w := startWorld(t)
 	host := hostOf(t, w.Payments.URL)
 	viaStripe := store.Sent{Via: "idemhttp:stripe", Host: host, Window: idemhttp.Stripe.Window}
-	lw := idemhttp.LookupWitness(idemhttp.Stripe, nil, chargeLookup(w.Payments.URL))
+	lw := mustLookup(t, idemhttp.Stripe, chargeLookup(w.Payments.URL))
 	if lw.Name() != "idemhttp:stripe" {
 		t.Fatalf("Name() = %q", lw.Name())
 	}
@@ -114,7 +114,7 @@ func TestLookupWitnessAnswers(t *testing.T) {
 	vkey, _ := idemhttp.Stripe.VendorKey(charged)
 
 	ask := func(l idemhttp.Lookup, rec store.Record) (witness.Answer, error) {
-		return idemhttp.LookupWitness(idemhttp.Stripe, nil, l).Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()})
+		return mustLookup(t, idemhttp.Stripe, l).Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()})
 	}
 	t.Run("found: sent, with the vendor's record as the result", func(t *testing.T) {
 		a, err := lw.Ask(context.Background(), witness.Query{Record: unknownRecord(charged, viaStripe), Now: time.Now()})
@@ -209,19 +209,30 @@ func TestLookupWitnessAnswers(t *testing.T) {
 			t.Fatalf("a POST lookup: %v, want an error", err)
 		}
 	})
-	t.Run("invalid lookups and profiles err on every ask", func(t *testing.T) {
-		for name, lw := range map[string]witness.Witness{
-			"no Request":       idemhttp.LookupWitness(idemhttp.Stripe, nil, idemhttp.Lookup{Read: chargeLookup("").Read}),
-			"no Read":          idemhttp.LookupWitness(idemhttp.Stripe, nil, idemhttp.Lookup{Request: chargeLookup("").Request}),
-			"a keyless vendor": idemhttp.LookupWitness(idemhttp.NoKey, nil, chargeLookup(w.Payments.URL)),
-			"a bad profile":    idemhttp.LookupWitness(idemhttp.Profile{Name: "x", Where: idemhttp.InHeader}, nil, chargeLookup(w.Payments.URL)),
+	t.Run("invalid lookups and profiles are refused", func(t *testing.T) {
+		for name, c := range map[string]struct {
+			p idemhttp.Profile
+			l idemhttp.Lookup
+		}{
+			"no Request":       {idemhttp.Stripe, idemhttp.Lookup{Read: chargeLookup("").Read}},
+			"no Read":          {idemhttp.Stripe, idemhttp.Lookup{Request: chargeLookup("").Request}},
+			"a keyless vendor": {idemhttp.NoKey, chargeLookup(w.Payments.URL)},
+			"a bad profile":    {idemhttp.Profile{Name: "x", Where: idemhttp.InHeader}, chargeLookup(w.Payments.URL)},
 		} {
-			rec := unknownRecord(charged, viaStripe)
-			if _, err := lw.Ask(context.Background(), witness.Query{Record: rec}); err == nil || !strings.Contains(err.Error(), "Next step") {
-				t.Errorf("%s: %v, want an error with the next step", name, err)
+			if lw, err := idemhttp.LookupWitness(c.p, nil, c.l); err == nil || lw != nil || !strings.Contains(err.Error(), "Next step") {
+				t.Errorf("%s: %v, %v; want an error with the next step", name, lw, err)
 			}
 		}
 	})
+}
+
+func mustLookup(t *testing.T, p idemhttp.Profile, l idemhttp.Lookup) witness.Witness {
+	t.Helper()
+	lw, err := idemhttp.LookupWitness(p, nil, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lw
 }
 
 // TestLookupWitnessSecretsStayOut: a lookup URL that carries a credential is named
@@ -239,7 +250,7 @@ func TestLookupWitnessSecretsStayOut(t *testing.T) {
 		return req, err
 	}
 	sent := store.Sent{Via: "idemhttp:stripe", Host: hostOf(t, w.Payments.URL), Window: time.Hour}
-	lw := idemhttp.LookupWitness(idemhttp.Stripe, nil, l)
+	lw := mustLookup(t, idemhttp.Stripe, l)
 	a, err := lw.Ask(context.Background(), witness.Query{Record: unknownRecord("k-never-sent", sent)})
 	if err != nil || strings.Contains(a.Evidence, secret) {
 		t.Fatalf("answer %+v, %v: the evidence shows the credential", a, err)

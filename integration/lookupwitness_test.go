@@ -61,7 +61,7 @@ func TestRealServerLookupWitnessSettlesAWorkerKilledAfterTheCharge(t *testing.T)
 		t.Fatal(err)
 	}
 	defer sim.Close()
-	lookup := idemhttp.LookupWitness(idemhttp.Stripe, nil, idemhttp.Lookup{
+	lookup, err := idemhttp.LookupWitness(idemhttp.Stripe, nil, idemhttp.Lookup{
 		Request: func(ctx context.Context, vendorKey string) (*http.Request, error) {
 			return http.NewRequestWithContext(ctx, http.MethodGet, sim.Payments.URL+"/v1/charges?idempotency_key="+url.QueryEscape(vendorKey), nil)
 		},
@@ -74,6 +74,9 @@ func TestRealServerLookupWitnessSettlesAWorkerKilledAfterTheCharge(t *testing.T)
 		},
 		Authoritative: true,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := newRig(t, interceptor.Options{Witnesses: map[string][]witness.Witness{"ChargeCard": {lookup}}})
 
 	// The processor charges, then holds its answer until the test ends: the worker
