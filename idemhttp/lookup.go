@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -139,7 +140,7 @@ func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answe
 	if !isRead(req.Method) {
 		return witness.Answer{}, fail("a lookup must be a read (GET or HEAD), not %s", req.Method)
 	}
-	if req.URL.Host != host {
+	if !sameHost(req.URL, &url.URL{Scheme: req.URL.Scheme, Host: host}) {
 		return witness.Answer{Verdict: witness.CannotTell, Evidence: fmt.Sprintf("%s asks %s, but the key left for %s",
 			what, req.URL.Host, host)}, nil
 	}
@@ -148,6 +149,10 @@ func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answe
 		return witness.Answer{}, fail("%v", secrets.ScrubError(err))
 	}
 	defer resp.Body.Close()
+	if !sameHost(resp.Request.URL, req.URL) {
+		// Whoever answered after a redirect is not the vendor the key went to.
+		return witness.Answer{}, fail("redirected to %s, which is not the host the key went to", resp.Request.URL.Host)
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxLookupBody+1))
 	switch {
 	case err != nil:

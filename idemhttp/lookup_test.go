@@ -200,6 +200,17 @@ func TestLookupWitnessAnswers(t *testing.T) {
 		if a, err := ask(l, unknownRecord(never, viaStripe)); err != nil || a.Verdict != witness.NotSent {
 			t.Fatalf("a 404 that means absent: %+v, %v; want not sent", a, err)
 		}
+		// A lookup redirected to another host is not the vendor's answer.
+		other := startWorld(t)
+		w.Payments.SetBeforeLookup(func(rw http.ResponseWriter, r *http.Request) bool {
+			http.Redirect(rw, r, other.Payments.URL+r.URL.RequestURI(), http.StatusFound)
+			return false
+		})
+		if a, err := lw.Ask(context.Background(), witness.Query{Record: unknownRecord(never, viaStripe)}); err == nil ||
+			!strings.Contains(err.Error(), "redirected") || other.Payments.Lookups() != 1 {
+			t.Fatalf("a lookup redirected to another host: %+v, %v; want an error", a, err)
+		}
+		w.Payments.SetBeforeLookup(nil)
 		// A lookup that would write is refused before anything is sent.
 		l = chargeLookup(w.Payments.URL)
 		l.Request = func(ctx context.Context, vendorKey string) (*http.Request, error) {
