@@ -127,6 +127,9 @@ func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answe
 		return witness.Answer{}, fmt.Errorf("idemgate/idemhttp: %s lookup for %s key %s: %w", w.p.Name, rec.Activity, rec.Key, err)
 	}
 	req, err := w.l.Request(ctx, vkey)
+	if err == nil && req == nil {
+		err = fmt.Errorf("it returned no request")
+	}
 	if err != nil {
 		return witness.Answer{}, fmt.Errorf("idemgate/idemhttp: %s lookup for %s key %s: Lookup.Request: %w", w.p.Name,
 			rec.Activity, rec.Key, secrets.ScrubError(err))
@@ -134,7 +137,7 @@ func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answe
 	what := req.Method + " " + secrets.Redact(req.URL.String())
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("idemgate/idemhttp: %s lookup for %s key %s: %s: %s; nothing settled. Next step: check the "+
-			"vendor and the Lookup; the gate asks again on the next attempt", w.p.Name, rec.Activity, rec.Key, what,
+			"vendor and the Lookup; until it answers, the key waits for the next ask or for `idemgate resolve`", w.p.Name, rec.Activity, rec.Key, what,
 			fmt.Sprintf(format, args...))
 	}
 	if !isRead(req.Method) {
