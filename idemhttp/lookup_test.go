@@ -291,3 +291,39 @@ func (s *settleStore) Resolve(context.Context, store.Transition, store.State) er
 }
 
 func jsonEncode(v any) ([]byte, error) { return json.Marshal(v) }
+
+// TestLookupWitnessAsksForTheKeyTheVendorStores: a Quoted profile (the IETF
+// draft) sends the key as a structured-field string; the vendor stores the key
+// without its quotes, and the lookup asks for that.
+func TestLookupWitnessAsksForTheKeyTheVendorStores(t *testing.T) {
+	w := startWorld(t)
+	const key = "order-4217/ticket"
+	sent, _ := idemhttp.IETF.VendorKey(key)
+	req, _ := http.NewRequest(http.MethodPost, w.Tickets.URL+"/tickets", strings.NewReader(`{"subject":"refund","requester":"a@b.c"}`))
+	req.Header.Set("Idempotency-Key", sent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var asked string
+	lw := mustLookup(t, idemhttp.IETF, idemhttp.Lookup{
+		Request: func(ctx context.Context, vendorKey string) (*http.Request, error) {
+			asked = vendorKey
+			return http.NewRequestWithContext(ctx, http.MethodGet, w.Tickets.URL+"/tickets?idempotency_key="+url.QueryEscape(vendorKey), nil)
+		},
+		Read: func(body []byte) (*idemhttp.Resource, error) {
+			var list struct{ Data []struct{ ID string } }
+			if err := json.Unmarshal(body, &list); err != nil || len(list.Data) == 0 {
+				return nil, err
+			}
+			return &idemhttp.Resource{ID: list.Data[0].ID, NoResult: true}, nil
+		},
+		Authoritative: true,
+	})
+	rec := unknownRecord(key, store.Sent{Via: "idemhttp:ietf", Host: hostOf(t, w.Tickets.URL)})
+	a, err := lw.Ask(context.Background(), witness.Query{Record: rec})
+	if err != nil || a.Verdict != witness.Sent || !a.NoResult || `"`+asked+`"` != sent {
+		t.Fatalf("answer %+v, %v; asked for %q, sent %s: want sent, the key without its quotes", a, err, asked, sent)
+	}
+}
