@@ -99,6 +99,27 @@
 // vendors' public references; copy one and change a field for a vendor that is not
 // listed, or for an endpoint with other rules.
 //
+// # The vendor as a witness
+//
+// A write whose answer was lost (a dropped connection, a worker killed after the
+// vendor acted) leaves its key unknown, and the gate refuses a destructive retry.
+// A vendor that can say what a key produced settles it without a person:
+// LookupWitness asks it (a resource under a client-chosen ID, or a list or search
+// filtered on a field that carries the key) for the key as this profile forwarded it
+// (hashed when it did not fit the vendor's rules). Found, the key settles as sent and
+// Lookup.Read's result is what the retry returns; nothing under the key, from a lookup
+// that is Authoritative, settles it as not sent — once the lost attempt's lease has
+// passed, never before (store.Settleable). Register it in
+// interceptor.Options.Witnesses. It answers only for a record whose evidence shows the
+// key left through this profile's transport to the host it asks, and nothing else
+// (the transport records that evidence before the key leaves, for destructive writes
+// that have witnesses or a vendor window); otherwise it cannot tell. The evidence is
+// the current attempt's: it assumes, as the vendor's own deduplication does, that
+// every attempt of the activity writes through the same profile.
+//
+// The keyed re-send (interceptor.Options.VendorWindows) is the vendor as a witness
+// too: its receipt is "resent", by "witness:vendor-dedup".
+//
 // # Limits
 //
 // One activity, one key: two different writes to the same vendor from one activity carry

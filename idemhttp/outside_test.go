@@ -47,6 +47,13 @@ var Profile = idemhttp.Profile{
 var _ idemhttp.Outcome = idemhttp.NotSent
 `,
 	}
+	// The module's go.sum, as a real module that requires idemgate would have it
+	// (idemhttp's witness imports Temporal's API types; GOPROXY is off here).
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["go.sum"] = string(sum)
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)

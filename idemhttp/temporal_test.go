@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/testutil/patient"
 	"github.com/idemgate/idemgate/internal/testutil/stripemock"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
 )
 
@@ -127,8 +129,9 @@ func TestStripeMockThroughTheGate(t *testing.T) {
 	// lets attempt 2 re-send, and it carries the same key.
 	t.Run("unknown outcome, re-sent with the same key", func(t *testing.T) {
 		p := &payments{sc: stripeClient(url, nil), failAfter: func(a int32) bool { return a == 1 }}
+		st := memory.New()
 		id, err := runCharge(t, interceptor.Options{
-			Store:         memory.New(),
+			Store:         st,
 			VendorWindows: map[string]time.Duration{"ChargeCard": idemhttp.Stripe.Window},
 		}, p)
 		if err != nil || id == "" {
@@ -144,6 +147,25 @@ func TestStripeMockThroughTheGate(t *testing.T) {
 		}
 		if acts[0] == "" || acts[0] != acts[1] || keys[0] != want || keys[1] != want {
 			t.Fatalf("activity keys %q, Idempotency-Key reflected %q; want one key %q on both attempts", acts, keys, want)
+		}
+		// The re-send is the vendor's deduplication acting as a witness: a receipt
+		// beside the takeover names it and its evidence (issue 19).
+		rs, err := st.Receipts(context.Background(), store.ReceiptFilter{Key: acts[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds []store.Decision
+		for _, r := range rs {
+			ds = append(ds, r.Decision)
+		}
+		if fmt.Sprint(ds) != "[claimed unknown taken-over resent ran]" {
+			t.Fatalf("receipts %v, want claimed unknown taken-over resent ran", ds)
+		}
+		rsn := rs[3]
+		if rsn.Actor != "witness:"+interceptor.VendorDedupWitness || rsn.Attempt != 2 ||
+			!strings.Contains(rsn.Reason, "idemhttp:stripe to "+strings.TrimPrefix(url, "http://")) ||
+			!strings.Contains(rsn.Reason, "24h0m0s") {
+			t.Fatalf("re-send receipt %+v, want actor witness:vendor-dedup, attempt 2, the evidence and the window", rsn)
 		}
 	})
 

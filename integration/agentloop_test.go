@@ -72,7 +72,7 @@ func TestAgentLoopWorkerStoppedAfterCharge(t *testing.T) {
 		t.Fatalf("payments: %d charges, %d replays from its own store; want 1 and 1", p.Total(), p.Replays())
 	}
 	rs := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Activity: "ChargeCard"})
-	if got := decisionsOf(rs); got != "claimed unknown taken-over ran" {
+	if got := decisionsOf(rs); got != "claimed unknown taken-over resent ran" {
 		t.Fatalf("ChargeCard receipts %s", got)
 	}
 }
@@ -179,7 +179,7 @@ func TestAgentLoopMCPToolStoppedAfterItActed(t *testing.T) {
 		t.Fatalf("shop: gift_card ran %d times, %d replays from Dedup's store; want 1 and 1", d.Shop.Runs("gift_card"), d.Shop.Replays())
 	}
 	rs := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Activity: "mcp.shop.gift_card"})
-	if got := decisionsOf(rs); got != "claimed unknown taken-over ran" || rs[0].Key != rs[3].Key || rs[0].Effect != "destructive" {
+	if got := decisionsOf(rs); got != "claimed unknown taken-over resent ran" || rs[0].Key != rs[4].Key || rs[0].Effect != "destructive" {
 		t.Fatalf("gift_card receipts %s (effect %s)", got, rs[0].Effect)
 	}
 }

@@ -58,7 +58,13 @@
 // bridge), which records it in the store just before the key leaves. A body that
 // calls the vendor with a plain http.Client sends no key the vendor could
 // deduplicate on, and its unknown outcome is refused like any other; the re-send
-// also stops at the shortest window the evidence names. The refusal quotes the
+// also stops at the shortest window the evidence names. Such a re-send is the vendor's
+// deduplication acting as a witness (package witness): a "resent" receipt
+// (store.DecisionResent) beside the takeover names it, Actor "witness:vendor-dedup",
+// with the evidence and the window as its Reason; without that receipt nothing is
+// re-sent. Before refusing, the gate asks Options.Witnesses (an idemhttp lookup by key,
+// a function of yours); a destructive write that has witnesses keeps the same evidence
+// of where its key went, which a vendor's witness reads. The refusal quotes the
 // earlier attempt's own error from its receipt (WithheldCall.Earlier, when the store
 // can list receipts): often the root cause, such as a validation error the activity
 // raised before sending and did not mark NotCommitted.

@@ -145,10 +145,14 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		// A vendor that deduplicates on the forwarded key makes a re-send safe inside its
 		// window, if the key did leave to it: the record must carry the evidence the keyed
 		// transport recorded (store.ResendWindow), or the configuration is all we have.
-		if w, ok := r.opts.VendorWindows[c.name]; ok {
-			if ew, ok := store.ResendWindow(rec, w); ok && attempt.InVendorWindow(rec.CreatedAt, c.now, ew, r.opts.ClockSkew) {
-				cl.TakeOver = true
-				outcome, rec, err = r.opts.Store.Begin(ctx, cl)
+		if why, ok := c.vendorDedup(rec); ok {
+			cl.TakeOver = true
+			outcome, rec, err = r.opts.Store.Begin(ctx, cl)
+			if err == nil && outcome == store.OutcomeTakenOver {
+				// The vendor's deduplication is the witness: its receipt says so.
+				if err := c.resent(why); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -266,9 +270,10 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	// takeover says so; a re-claim after a release follows attempts that reached nobody).
 	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver,
 		ClockSkew: c.r.opts.ClockSkew}
-	if _, ok := c.r.opts.VendorWindows[c.name]; ok && c.effect == Destructive {
-		// Its unknown outcome may be re-sent relying on the vendor: only on evidence
-		// that the key left through the keyed transport (store.ResendWindow).
+	if c.keepsEvidence() {
+		// Its unknown outcome may be re-sent relying on the vendor, or settled by a
+		// witness that asks the vendor: only on evidence that the key left through
+		// the keyed transport (store.ResendWindow, idemhttp.LookupWitness).
 		st.RecordSent = c.recordSent
 	}
 	actx := c.ctx

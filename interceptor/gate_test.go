@@ -608,10 +608,10 @@ func TestTakeoverDefiniteFailureKeepsEarlierUnknown(t *testing.T) {
 		t.Fatalf("workflow saw %s non-retryable=%v, want a final IdempotencyInFlight: %v", app.Type(), app.NonRetryable(), err)
 	}
 	rs := h.receipts(store.ReceiptFilter{Activity: "ChargeCard"})
-	if d := decisionsOf(rs); d != "claimed unknown taken-over unknown refused-in-flight" {
+	if d := decisionsOf(rs); d != "claimed unknown taken-over resent unknown refused-in-flight" {
 		t.Fatalf("receipts = %s", d)
 	}
-	if e := rs[3].Error; !strings.Contains(e, "card network down") || !strings.Contains(e, "earlier attempt may have reached the vendor") {
+	if e := rs[4].Error; !strings.Contains(e, "card network down") || !strings.Contains(e, "earlier attempt may have reached the vendor") {
 		t.Fatalf("attempt 2's receipt must say why the key stays unknown: %q", e)
 	}
 	rec, err := h.store.Get(context.Background(), rs[0].Key)

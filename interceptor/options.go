@@ -94,8 +94,9 @@ type Options struct {
 	// deduplicates on the forwarded key, with its window: their unknown-outcome retries
 	// re-send inside it instead of being refused — when the claim holds the evidence,
 	// recorded by idemhttp or the MCP bridge before the key left, that it went out
-	// through them (and never past the shortest window that evidence names). Optional:
-	// nil refuses every such retry.
+	// through them (and never past the shortest window that evidence names). Each such
+	// re-send is receipted "resent", by the witness "vendor-dedup". Optional: nil
+	// refuses every such retry.
 	VendorWindows map[string]time.Duration
 
 	// DataConverter encodes stored results, which a repeat returns as they are: give

@@ -13,6 +13,13 @@ const (
 	DecisionClaimed Decision = "claimed"
 	// DecisionTakenOver: an idempotent write took over a claim whose owner was gone.
 	DecisionTakenOver Decision = "taken-over"
+	// DecisionResent: a destructive write whose outcome was unknown is sent again
+	// with the same key, because the vendor deduplicates on it inside its window
+	// (interceptor.Options.VendorWindows, on the evidence in Record.Sent): the
+	// vendor's deduplication is the witness. Actor is "witness:vendor-dedup",
+	// Reason the evidence and the window. It follows the same attempt's
+	// DecisionTakenOver; the re-send's own outcome follows it.
+	DecisionResent Decision = "resent"
 	// DecisionReplayed: a finished write was repeated; the stored result was returned.
 	DecisionReplayed Decision = "replayed"
 	// DecisionRefusedInFlight: refused because an earlier attempt may still be running
@@ -52,7 +59,7 @@ const (
 )
 
 // Decisions lists every decision a store keeps, for validating filters.
-var Decisions = []Decision{DecisionRan, DecisionClaimed, DecisionTakenOver, DecisionReplayed,
+var Decisions = []Decision{DecisionRan, DecisionClaimed, DecisionTakenOver, DecisionResent, DecisionReplayed,
 	DecisionRefusedInFlight, DecisionRefusedConflict, DecisionGated, DecisionReleased, DecisionUnknown,
 	DecisionHandedOff, DecisionResolved, DecisionPaused, DecisionResumed, DecisionPruned}
 

@@ -22,7 +22,9 @@ func Start() (*World, error) {
 	w.CRM.mux.HandleFunc("GET /customers/{id}", w.CRM.getCustomer)
 	w.CRM.mux.HandleFunc("PUT /contacts/{email}", w.CRM.upsertContact)
 	w.Tickets.mux.HandleFunc("POST /tickets", w.Tickets.keyed(w.Tickets.createTicket))
+	w.Tickets.mux.HandleFunc("GET /tickets", w.Tickets.lookup("/tickets"))
 	w.Payments.mux.HandleFunc("POST /v1/charges", w.Payments.keyed(w.Payments.createCharge))
+	w.Payments.mux.HandleFunc("GET /v1/charges", w.Payments.lookup("/v1/charges"))
 	w.Email.mux.HandleFunc("POST /v3/mail/send", w.Email.unkeyed(w.Email.sendMail))
 	w.Chat.mux.HandleFunc("POST /api/chat.postMessage", w.Chat.unkeyed(w.Chat.postMessage))
 	for _, v := range w.Vendors() {

@@ -2,6 +2,7 @@ package vendorsim
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -134,4 +135,60 @@ func (v *Vendor) idemError(w http.ResponseWriter, kind, msg string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
+}
+
+// lookup answers what the vendor holds under an idempotency key
+// (GET …?idempotency_key=K), truthfully from its own store: a list of the records
+// the key produced — one, or none when a request with the key was never received,
+// was rejected, or failed with a 5xx (nothing stored, as keyed does). A key whose
+// first request is still being processed is answered like a second request with it
+// (409 in progress): whether it will produce a record is not known yet. Lookups are
+// reads: they perform nothing and are not counted. The key is matched as the vendor
+// received it (an IETF vendor's without its quotes).
+func (v *Vendor) lookup(object string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("idempotency_key")
+		if key == "" {
+			v.idemError(w, "missing", "idempotency_key is required")
+			return
+		}
+		v.mu.Lock()
+		v.lookups++
+		hook := v.beforeLookup
+		v.mu.Unlock()
+		if hook != nil && !hook(w, r) {
+			return
+		}
+		v.mu.Lock()
+		s, seen := v.idem[key]
+		if seen && !s.done {
+			v.mu.Unlock()
+			v.idemError(w, "in-progress", "a request with this key is still being processed")
+			return
+		}
+		data := []any{}
+		if seen && s.recordID != "" {
+			if rec, ok := v.records[s.recordID]; ok {
+				data = append(data, maps.Clone(rec))
+			}
+		}
+		v.mu.Unlock()
+		writeJSON(w, 200, mustJSON(map[string]any{"object": "list", "url": object, "data": data, "has_more": false}))
+	}
+}
+
+// SetBeforeLookup sets a hook that runs when a lookup by key arrives, before it is
+// answered (nil removes it): returning false means the hook wrote the answer itself
+// (a test's 503, or a hang until its request is cancelled).
+func (v *Vendor) SetBeforeLookup(hook func(w http.ResponseWriter, r *http.Request) bool) {
+	v.mu.Lock()
+	v.beforeLookup = hook
+	v.mu.Unlock()
+}
+
+// Lookups returns how many lookups by key the vendor received.
+func (v *Vendor) Lookups() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.lookups
 }

@@ -4,7 +4,11 @@
 // IETF draft describes (the stored response replayed with Idempotent-Replayed: true,
 // 409 while the first request is in progress, 422 — Stripe-style 400
 // idempotency_error for the card processor — on the same key with another payload);
-// the unkeyed ones perform every request they get. Each counts the side effects it
+// the unkeyed ones perform every request they get. The keyed ones also answer a
+// lookup by key from that store (GET /v1/charges?idempotency_key=K on the card
+// processor, GET /tickets?idempotency_key=K on the ticket desk): the record the key
+// produced, or an empty list when it produced none — what an idempotency witness
+// (idemhttp.LookupWitness) asks. Each counts the side effects it
 // performed per key (per message for the unkeyed ones), so a duplicate is visible.
 //
 // The demo (examples/agentloop) and the tests start them in-process with Start.
@@ -39,6 +43,8 @@ type Vendor struct {
 	mu           sync.Mutex
 	beforeAnswer func(key string)
 	beforeEffect func(key string)
+	beforeLookup func(w http.ResponseWriter, r *http.Request) bool
+	lookups      int
 	effects      map[string]int
 	replays      map[string]int
 	idem         map[string]*stored

@@ -115,3 +115,76 @@ func TestUnkeyedVendorsPerformEveryRequest(t *testing.T) {
 		t.Fatalf("bad recipient: %d, effects %d", s, w.Email.Total())
 	}
 }
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestKeyedVendorsAnswerALookupByKey: the keyed vendors say truthfully what a key
+// produced — the record, or nothing (never received, or rejected) — and "in
+// progress" while its first request is being processed; a lookup performs nothing.
+func TestKeyedVendorsAnswerALookupByKey(t *testing.T) {
+	w, err := vendorsim.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	lookup := w.Payments.URL + "/v1/charges?idempotency_key="
+	if s, b := get(t, lookup+"k-never"); s != 200 || !strings.Contains(b, `"data":[]`) {
+		t.Fatalf("a key never received: %d %s, want 200 and no charge", s, b)
+	}
+	_, charged, _ := post(t, w.Payments.URL+"/v1/charges", "k-1", `{"customer":"cus_1","amount":100,"currency":"eur"}`)
+	s, b := get(t, lookup+"k-1")
+	if s != 200 || !strings.Contains(b, `"id":"ch_000001"`) || !strings.Contains(charged, `"id":"ch_000001"`) {
+		t.Fatalf("a key that charged (%s): %d %s, want the charge ch_000001", charged, s, b)
+	}
+	if st, _, _ := post(t, w.Payments.URL+"/v1/charges", "k-declined", `{"customer":"cus_1","amount":2000000,"currency":"eur"}`); st != 402 {
+		t.Fatalf("a declined charge answered %d", st)
+	}
+	if s, b := get(t, lookup+"k-declined"); s != 200 || !strings.Contains(b, `"data":[]`) {
+		t.Fatalf("a key whose charge was declined: %d %s, want no charge", s, b)
+	}
+	if s, _ := get(t, w.Payments.URL+"/v1/charges"); s != 400 {
+		t.Fatalf("a lookup without a key: %d, want 400", s)
+	}
+
+	hold, held := make(chan struct{}), make(chan struct{})
+	w.Payments.SetBeforeEffect(func(string) { close(held); <-hold })
+	first := make(chan int, 1)
+	go func() {
+		s, _, _ := post(t, w.Payments.URL+"/v1/charges", "k-held", `{"customer":"cus_1","amount":5,"currency":"eur"}`)
+		first <- s
+	}()
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the charge never reached the vendor")
+	}
+	s, b = get(t, lookup+"k-held")
+	close(hold)
+	if s != 409 || !strings.Contains(b, "idempotency_key_in_use") {
+		t.Fatalf("a key in progress: %d %s, want 409", s, b)
+	}
+	if s := <-first; s != 200 {
+		t.Fatalf("the held charge answered %d", s)
+	}
+	if s, b := get(t, lookup+"k-held"); s != 200 || !strings.Contains(b, `"amount":5`) {
+		t.Fatalf("the held charge once done: %d %s", s, b)
+	}
+	if w.Payments.Total() != 2 || w.Payments.Lookups() != 5 {
+		t.Fatalf("effects %d lookups %d, want 2 and 5 (the one without a key is refused): a lookup performs nothing", w.Payments.Total(), w.Payments.Lookups())
+	}
+
+	// The ticket desk (IETF: the key is sent quoted) is looked up by the bare key.
+	post(t, w.Tickets.URL+"/tickets", `"t-1"`, `{"subject":"s","requester":"a@b.c"}`)
+	if s, b := get(t, w.Tickets.URL+"/tickets?idempotency_key=t-1"); s != 200 || !strings.Contains(b, `"id":"T-1001"`) {
+		t.Fatalf("ticket lookup: %d %s", s, b)
+	}
+}
