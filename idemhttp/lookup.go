@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/store"
@@ -44,6 +45,9 @@ type Lookup struct {
 	// counts once the attempt's lease passed, see store.Settleable); otherwise an
 	// empty answer is "cannot tell". Optional: defaults to false.
 	Authoritative bool
+	// Skew is how far the vendor's clock may be from the workers' when a resource
+	// says when it was created (Resource.Created). Optional: 0 means one minute.
+	Skew time.Duration
 }
 
 // Resource is what a lookup found under a key.
@@ -57,6 +61,14 @@ type Resource struct {
 	// the resource: the key settles as sent with no result stored, and the next
 	// attempt is refused (IdempotencyResultNotStored), never run again.
 	NoResult bool
+	// Created is when the vendor created the resource, when it says. A resource
+	// created before the write's first claim (store.Record.CreatedAt, less
+	// Lookup.Skew) belongs to an earlier write of the same key — a business key
+	// used again after the window, which the vendor may have deduplicated no
+	// longer — and the witness cannot tell rather than hand that write's result to
+	// this one. Optional, but give it for any vendor that keeps keys longer than
+	// the gate's Options.Window.
+	Created time.Time
 }
 
 // LookupWitness returns a witness that asks the vendor of profile, through client
@@ -179,6 +191,15 @@ func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answe
 		id := found.ID
 		if id == "" {
 			id = "a resource"
+		}
+		skew := w.l.Skew
+		if skew <= 0 {
+			skew = time.Minute
+		}
+		if !found.Created.IsZero() && found.Created.Before(rec.CreatedAt.Add(-skew)) {
+			return witness.Answer{Verdict: witness.CannotTell, Evidence: fmt.Sprintf("%s, found %s under vendor key %s, "+
+				"created %s — before this write was first claimed (%s): an earlier write of the same key", evidence, id,
+				vkey, found.Created.UTC().Format(time.RFC3339), rec.CreatedAt.UTC().Format(time.RFC3339))}, nil
 		}
 		return witness.Answer{Verdict: witness.Sent, Result: found.Result, NoResult: found.NoResult,
 			Evidence: fmt.Sprintf("%s, found %s under vendor key %s", evidence, id, vkey)}, nil

@@ -236,9 +236,9 @@ func TestLookupWitnessSettlesALostAnswer(t *testing.T) {
 // TestLookupWitnessNotSentOnlyAfterTheLease: the charge never reached the vendor,
 // but the error cannot prove it. The vendor's authoritative lookup says "nothing
 // under the key" at once; asked before the attempt's lease passed, that does not
-// count (the attempt could still reach the vendor), and the held write is refused
-// and retried. Asked after the lease, it settles the key not sent, and the charge
-// runs once.
+// count (the attempt could still reach the vendor until its lease plus
+// store.LeaseMargin), and the held write is refused and retried. Asked after that,
+// it settles the key not sent, and the charge runs once.
 func TestLookupWitnessNotSentOnlyAfterTheLease(t *testing.T) {
 	r := newLookupRun(t)
 	p := &simPayments{url: r.w.Payments.URL, profile: idemhttp.Stripe, net: &faultyNet{base: &http.Transport{},
@@ -267,7 +267,7 @@ func TestLookupWitnessNotSentOnlyAfterTheLease(t *testing.T) {
 	if len(r.refus) != 1 || r.refus[0].Attempt != 2 {
 		t.Fatalf("refusals %+v, want attempt 2's only (the early not-sent)", r.refus)
 	}
-	if msg := r.refus[0].Err.Error(); !strings.Contains(msg, "idemhttp:stripe: not sent, but asked before the attempt's lease passed") {
+	if msg := r.refus[0].Err.Error(); !strings.Contains(msg, "idemhttp:stripe: not sent, but asked before ") {
 		t.Errorf("the refusal does not quote the early answer: %s", msg)
 	}
 	_, rs := r.onlyKey(t)

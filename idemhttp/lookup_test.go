@@ -126,6 +126,29 @@ func TestLookupWitnessAnswers(t *testing.T) {
 			t.Errorf("evidence %q does not name the request, the vendor key and what it found", a.Evidence)
 		}
 	})
+	t.Run("found, but created before this write was first claimed: cannot tell", func(t *testing.T) {
+		// A business key used again after the window: the vendor's resource under it is
+		// the earlier write's, and its result must not be handed to this one.
+		l := chargeLookup(w.Payments.URL)
+		read := l.Read
+		created := time.Now().Add(-time.Hour)
+		l.Read = func(body []byte) (*idemhttp.Resource, error) {
+			r, err := read(body)
+			if r != nil {
+				r.Created = created
+			}
+			return r, err
+		}
+		a, err := ask(l, unknownRecord(charged, viaStripe))
+		if err != nil || a.Verdict != witness.CannotTell || !strings.Contains(a.Evidence, "an earlier write of the same key") {
+			t.Fatalf("answer %+v, %v; want cannot tell", a, err)
+		}
+		// Created within the skew of the first claim: this write's.
+		created = unknownRecord(charged).CreatedAt.Add(-30 * time.Second)
+		if a, err := ask(l, unknownRecord(charged, viaStripe)); err != nil || a.Verdict != witness.Sent {
+			t.Fatalf("answer %+v, %v; want sent", a, err)
+		}
+	})
 	t.Run("nothing, authoritative: not sent", func(t *testing.T) {
 		a, err := lw.Ask(context.Background(), witness.Query{Record: unknownRecord(never, viaStripe), Now: time.Now()})
 		if err != nil || a.Verdict != witness.NotSent || !strings.Contains(a.Evidence, "nothing under vendor key") {
