@@ -266,9 +266,12 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	// takeover says so; a re-claim after a release follows attempts that reached nobody).
 	st := &attempt.State{Key: c.key, Activity: c.name, Effect: c.effect.String(), FirstClaimed: rec.CreatedAt, Retry: takenOver,
 		ClockSkew: c.r.opts.ClockSkew}
-	if _, ok := c.r.opts.VendorWindows[c.name]; ok && c.effect == Destructive {
+	_, resend := c.r.opts.VendorWindows[c.name]
+	if (resend || len(c.r.opts.Witnesses[c.name])+len(c.r.opts.Witnesses[""]) > 0) && c.effect == Destructive {
 		// Its unknown outcome may be re-sent relying on the vendor: only on evidence
-		// that the key left through the keyed transport (store.ResendWindow).
+		// that the key left through the keyed transport (store.ResendWindow); and a
+		// vendor's witness (an MCP server's Dedup) answers only for keys that left
+		// to it.
 		st.RecordSent = c.recordSent
 	}
 	actx := c.ctx

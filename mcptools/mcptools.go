@@ -69,6 +69,7 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/internal/secrets"
+	"github.com/idemgate/idemgate/witness"
 )
 
 // MetaKey is the _meta entry of a tools/call request that carries the idempotency key.
@@ -135,6 +136,8 @@ type Bridge struct {
 	endpoint string
 	// offered is the window the server announces for its Dedup (0: none).
 	offered time.Duration
+	// lookup: the server's Dedup offers MethodLookup.
+	lookup bool
 }
 
 type tool struct {
@@ -213,7 +216,8 @@ func New(ctx context.Context, server string, session *mcp.ClientSession, opts Op
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	b := &Bridge{server: server, session: session, opts: opts, tools: map[string]*tool{}, offered: offered}
+	b := &Bridge{server: server, session: session, opts: opts, tools: map[string]*tool{}, offered: offered,
+		lookup: offered > 0 && lookupOffered(session)}
 	var errs []error
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
@@ -271,6 +275,18 @@ func dedupOffered(session *mcp.ClientSession) (time.Duration, string) {
 	return 0, fmt.Sprintf("its capabilities.experimental[%q] has no positive windowSeconds: %v", CapabilityDedup, v)
 }
 
+// lookupOffered reports whether the server behind session announces that its Dedup
+// answers MethodLookup.
+func lookupOffered(session *mcp.ClientSession) bool {
+	init := session.InitializeResult()
+	if init == nil || init.Capabilities == nil {
+		return false
+	}
+	m, _ := init.Capabilities.Experimental[CapabilityDedup].(map[string]any)
+	v, _ := m["lookup"].(string)
+	return v == MethodLookup
+}
+
 // DedupOffered is the window the server announces for its Dedup (0: it announces
 // none). Options.DedupWindow may be at most this.
 func (b *Bridge) DedupOffered() time.Duration { return b.offered }
@@ -319,6 +335,9 @@ func Dial(ctx context.Context, server string, transport mcp.Transport, opts Opti
 			}
 		},
 	})
+	if err := EnableLookup(client); err != nil {
+		return nil, fmt.Errorf("idemgate/mcptools: server %s: %w", server, err)
+	}
 	// An HTTP transport's URL may carry credentials (user info, ?access_token=…), and
 	// errors from net/url and net/http quote it.
 	endpoint := endpointOf(transport)
@@ -432,9 +451,21 @@ func HintsOf(server string, t *mcp.Tool) (h interceptor.Hints, ok bool) {
 	return h, true
 }
 
-// Apply adds the bridge's tools to the interceptor's options: their Hints and, with
-// Options.DedupWindow, their VendorWindows. Entries already there win.
+// Apply adds the bridge's tools to the interceptor's options: their Hints, with
+// Options.DedupWindow their VendorWindows, and, when the server's Dedup offers its
+// lookup (LookupOffered), the bridge's Witness after any witnesses o already names for
+// the tool. Entries already there win.
 func (b *Bridge) Apply(o *interceptor.Options) {
+	if b.lookup {
+		o.Witnesses = maps.Clone(o.Witnesses)
+		if o.Witnesses == nil {
+			o.Witnesses = map[string][]witness.Witness{}
+		}
+		w := b.Witness(o.ClockSkew)
+		for n := range b.tools {
+			o.Witnesses[n] = append(slices.Clip(o.Witnesses[n]), w)
+		}
+	}
 	o.Hints = maps.Clone(o.Hints)
 	if o.Hints == nil {
 		o.Hints = map[string]interceptor.Hints{}
@@ -647,6 +678,17 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 			"acted before it failed: the outcome is unknown)", t.activity, text), "McpToolError")
 	}
 	observe(ctx, attempt.Observation{Outcome: attempt.Committed, Replayed: out.Replayed})
+	return b.result(t, res, out)
+}
+
+// errTypeResultTooLarge is the error type of a result over Options.MaxResultSize.
+const errTypeResultTooLarge = "McpResultTooLarge"
+
+// result fills out, the tool activity's Result, from res, a successful answer: the
+// one shape a tool's result takes, whether the call returned it or a witness found
+// it in the server's Dedup.
+func (b *Bridge) result(t *tool, res *mcp.CallToolResult, out *Result) (*Result, error) {
+	var err error
 	if out.Content, err = json.Marshal(res.Content); err != nil {
 		return nil, fmt.Errorf("idemgate/mcptools: %s: the result cannot be encoded: %w", t.activity, err)
 	}
@@ -659,7 +701,7 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 	if n := len(out.Content) + len(out.Structured) + len(out.Text); n > b.opts.MaxResultSize {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool acted, but its "+
 			"result is %d bytes, over MaxResultSize (%d); it is not returned. Next step: raise Options.MaxResultSize, or "+
-			"make the tool return less", t.activity, n, b.opts.MaxResultSize), "McpResultTooLarge", nil)
+			"make the tool return less", t.activity, n, b.opts.MaxResultSize), errTypeResultTooLarge, nil)
 	}
 	return out, nil
 }
