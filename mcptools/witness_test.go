@@ -12,19 +12,27 @@ import (
 	"testing"
 	"time"
 
+	mgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
+	"github.com/idemgate/idemgate/witness"
 )
 
-// testSkew is the gate's clock bound in these tests: its Dedup starts just before
-// the first call, closer to it than twice the default bound, which the witness
-// would read as a Dedup that may have started after the key left.
-const testSkew = time.Millisecond
+// gateAhead is how far the gate's clock runs ahead of the server's in these tests,
+// and the claims' CreatedAt with it: their Dedup starts just before the first call,
+// closer to it than twice the gate's clock bound, which the witness reads as a Dedup
+// that may have started after the key left (a restart). Ahead by more than that, the
+// Dedup started before every claim, however fast the test runs.
+const gateAhead = 10 * time.Second
 
 // paymentServer is a go-sdk server whose send_payment acts (counts) and answers
 // "paid N" with a structured receipt; its Dedup is installed with Dedup.Install,
@@ -113,7 +121,9 @@ func TestWitnessSettlesLostAnswer(t *testing.T) {
 			t.Fatal("a server whose Dedup was installed with Install does not offer the lookup")
 		}
 		st := memory.New()
-		o := interceptor.Options{Store: st, ClockSkew: testSkew}
+		clock := fakeNow{}
+		clock.advance(gateAhead)
+		o := interceptor.Options{Store: st, Now: clock.now}
 		b.Apply(&o)
 		r, err := runCall(t, o, b.Register, "mcp.pay.send_payment", map[string]any{"amount": 5})
 		if _, after := s.seen(); after["send_payment"]-before["send_payment"] != 1 {
@@ -159,51 +169,77 @@ type fakeNow struct{ off atomic.Int64 }
 func (f *fakeNow) now() time.Time          { return time.Now().Add(time.Duration(f.off.Load())) }
 func (f *fakeNow) advance(d time.Duration) { f.off.Add(int64(d)) }
 
-// TestWitnessNotSentOnlyAfterLease: the first call never reached the server (its
-// connection was cut before the server read it). Asked before the attempt's lease
-// passed, the server's "not called" does not count: the retry is refused, and the
-// tool never ran. Asked after it, the key settles as not sent and the retry runs the
-// tool, once.
+// dropFirstCall is server middleware, outside Dedup, that answers the first
+// tools/call with a protocol error without passing it on (a proxy that failed
+// before the server): the tool never runs, Dedup never sees the key.
+func dropFirstCall(onDrop func()) mcp.Middleware {
+	var dropped atomic.Bool
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" && dropped.CompareAndSwap(false, true) {
+				onDrop()
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the proxy failed"}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// TestWitnessNotSentOnlyAfterLease: the first call never reached the server's
+// Dedup (in memory: a proxy in front of it failed; over streamable HTTP: the
+// connection was cut before the server read the request), and the gate recorded an
+// unknown outcome. Asked before the attempt's lease passed, the server's "not
+// called" does not count: the retry is refused, the tool never ran. Asked after it,
+// the key settles as not sent and the retry runs the tool, once.
 func TestWitnessNotSentOnlyAfterLease(t *testing.T) {
 	for _, afterLease := range []bool{false, true} {
-		t.Run(fmt.Sprint("after-lease=", afterLease), func(t *testing.T) {
-			s := paymentServer(t)
-			var clock fakeNow
-			onDrop := func() {}
-			if afterLease {
-				// The next attempt comes, and asks, after the first one's lease.
-				onDrop = func() { clock.advance(2 * time.Hour) }
-			}
-			hs := tapHTTP(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil), "before", onDrop)
-			b, err := mcptools.Dial(context.Background(), "pay", &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1},
-				mcptools.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Session().Close()
-			st := memory.New()
-			o := interceptor.Options{Store: st, Now: clock.now, ClockSkew: testSkew}
-			b.Apply(&o)
-			r, err := runCall(t, o, b.Register, "mcp.pay.send_payment", map[string]any{"amount": 5})
-			_, effects := s.seen()
-			if !afterLease {
-				if err == nil || effects["send_payment"] != 0 {
-					t.Fatalf("asked before the lease: error %v, the tool ran %d times; want refused, never run", err, effects["send_payment"])
+		for _, via := range []string{"in-memory", "streamable-http"} {
+			t.Run(fmt.Sprintf("%s/after-lease=%v", via, afterLease), func(t *testing.T) {
+				s := paymentServer(t)
+				var clock fakeNow
+				clock.advance(gateAhead)
+				onDrop := func() {}
+				if afterLease {
+					// The next attempt comes, and asks, after the first one's lease.
+					onDrop = func() { clock.advance(2 * time.Hour) }
 				}
-				if !strings.Contains(err.Error(), "not sent, but asked before the attempt's lease passed") {
-					t.Errorf("the refusal does not say why the witness's answer did not count: %v", err)
+				var tr mcp.Transport
+				if via == "in-memory" {
+					s.srv.AddReceivingMiddleware(dropFirstCall(onDrop))
+					tr = s.inMemory(t)
+				} else {
+					hs := tapHTTP(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil), "before", onDrop)
+					tr = &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}
 				}
-				return
-			}
-			if err != nil || effects["send_payment"] != 1 || r.Text != "paid 1" || r.Replayed {
-				t.Fatalf("asked after the lease: result %+v, error %v, the tool ran %d times; want it settled not sent "+
-					"and run once", r, err, effects["send_payment"])
-			}
-			rs := mustReceipts(t, st, store.DecisionResolved)
-			if len(rs) != 1 || rs[0].Actor != "witness:mcp:pay" || rs[0].Resolution != store.ResolvedNotSent {
-				t.Errorf("settlement receipts %+v; want one, not sent, by witness:mcp:pay", rs)
-			}
-		})
+				b, err := mcptools.Dial(context.Background(), "pay", tr, mcptools.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Session().Close()
+				st := memory.New()
+				o := interceptor.Options{Store: st, Now: clock.now}
+				b.Apply(&o)
+				r, err := runCall(t, o, b.Register, "mcp.pay.send_payment", map[string]any{"amount": 5})
+				_, effects := s.seen()
+				if !afterLease {
+					if err == nil || effects["send_payment"] != 0 {
+						t.Fatalf("asked before the lease: error %v, the tool ran %d times; want refused, never run", err, effects["send_payment"])
+					}
+					if !strings.Contains(err.Error(), "not sent, but asked before the attempt's lease passed") {
+						t.Errorf("the refusal does not say why the witness's answer did not count: %v", err)
+					}
+					return
+				}
+				if err != nil || effects["send_payment"] != 1 || r.Text != "paid 1" || r.Replayed {
+					t.Fatalf("asked after the lease: result %+v, error %v, the tool ran %d times; want it settled not sent "+
+						"and run once", r, err, effects["send_payment"])
+				}
+				rs := mustReceipts(t, st, store.DecisionResolved)
+				if len(rs) != 1 || rs[0].Actor != "witness:mcp:pay" || rs[0].Resolution != store.ResolvedNotSent {
+					t.Errorf("settlement receipts %+v; want one, not sent, by witness:mcp:pay", rs)
+				}
+			})
+		}
 	}
 }
 
@@ -213,4 +249,221 @@ func mustReceipts(t *testing.T, st store.Store, d store.Decision) []store.Receip
 		t.Error(err)
 	}
 	return rs
+}
+
+// unknownRecord stores a destructive claim of mcp.pay.send_payment ({"amount":5})
+// with key, made at created with a lease that passed at created+1ms, whose key left
+// through the bridge to server pay (its evidence), and returns it.
+func unknownRecord(t *testing.T, st *memory.Store, key string, created time.Time) store.Record {
+	t.Helper()
+	ctx := context.Background()
+	owner := "owner-" + key
+	_, _, err := st.Begin(ctx, store.Claim{Key: key, Activity: "mcp.pay.send_payment", Effect: store.EffectDestructive,
+		ArgsHash: "h", Args: []byte(`[{"amount":5}]`), Owner: owner, Lease: created.Add(time.Millisecond),
+		Window: time.Hour, WorkflowID: "wf", RunID: "run", Attempt: 1, Now: created})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordSent(ctx, key, owner, store.Sent{Via: "mcp:pay", Host: "pay"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// askWitness asks b's witness about rec, an hour after its claim (after its lease),
+// and settles rec by its answer in st.
+func askWitness(t *testing.T, st *memory.Store, b *mcptools.Bridge, rec store.Record) witness.Report {
+	t.Helper()
+	later := func() time.Time { return rec.CreatedAt.Add(time.Hour) }
+	a := witness.Asker{Store: st, Window: time.Hour, Timeout: time.Minute, Now: later, Encode: func(v any) ([]byte, error) {
+		data, _, err := interceptor.EncodeResult(converter.GetDefaultDataConverter(), v)
+		return data, err
+	}}
+	rep, err := a.Ask(context.Background(), rec, []witness.Witness{b.Witness(0)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// cannotTell fails t unless rep settled nothing and its witness said CannotTell, or
+// erred, mentioning want.
+func cannotTell(t *testing.T, rep witness.Report, want string) {
+	t.Helper()
+	if rep.Settled || len(rep.Said) != 1 || rep.Said[0].Err == nil && rep.Said[0].Answer.Verdict != witness.CannotTell {
+		t.Fatalf("report %+v; want the witness unable to tell, nothing settled", rep)
+	}
+	if s := rep.Said[0].String(); !strings.Contains(s, want) {
+		t.Errorf("the witness said %q; want it to say %q", s, want)
+	}
+}
+
+// TestWitnessAfterRestartCannotTell: a server whose Dedup started after the key
+// may have left (it restarted, and forgot what it kept) holds nothing for the key
+// and cannot tell, though the attempt's lease passed: never "not sent".
+func TestWitnessAfterRestartCannotTell(t *testing.T) {
+	created := time.Now().Add(-time.Minute) // the claim, before the server (re)started
+	s := paymentServer(t)
+	transports(t, s, func(t *testing.T, tr mcp.Transport) {
+		b, err := mcptools.Dial(context.Background(), "pay", tr, mcptools.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Session().Close()
+		st := memory.New()
+		cannotTell(t, askWitness(t, st, b, unknownRecord(t, st, "k-restart", created)), "after the key may have left")
+	})
+	if _, effects := s.seen(); effects["send_payment"] != 0 {
+		t.Errorf("a lookup ran the tool %d times", effects["send_payment"])
+	}
+}
+
+// TestWitnessOtherPrincipalCannotTell: with the go-sdk's bearer-token auth, alice's
+// call acted with key K. Asked through bob's session, the witness cannot tell — not
+// "not sent", which would make the payment run twice — and sees none of alice's
+// answer; through alice's, it settles K sent with her result. A key nobody used is
+// "not sent" for bob: only the other caller's hold stops it.
+func TestWitnessOtherPrincipalCannotTell(t *testing.T) {
+	s := paymentServer(t)
+	users := map[string]string{"alice-token": "alice", "bob-token": "bob"}
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		u, ok := users[token]
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(
+		func(*http.Request) *mcp.Server { return s.srv }, nil)))
+	t.Cleanup(hs.Close)
+	dial := func(token string) *mcptools.Bridge {
+		b, err := mcptools.Dial(context.Background(), "pay", &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1,
+			HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, mcptools.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Session().Close() })
+		return b
+	}
+	alice, bob := dial("alice-token"), dial("bob-token")
+	st := memory.New()
+	created := time.Now().Add(gateAhead)
+	rec := unknownRecord(t, st, "k-alice", created)
+	if _, err := alice.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "send_payment",
+		Arguments: map[string]any{"amount": 5}, Meta: mcp.Meta{mcptools.MetaKey: "k-alice"}}); err != nil {
+		t.Fatal(err)
+	}
+	rep := askWitness(t, st, bob, rec)
+	cannotTell(t, rep, "another caller's call with that key is kept here")
+	if strings.Contains(rep.Summary(), "paid") {
+		t.Errorf("bob's witness shows alice's answer: %s", rep.Summary())
+	}
+	if rep := askWitness(t, st, bob, unknownRecord(t, st, "k-nobody", created)); !rep.Settled || rep.Verdict != witness.NotSent {
+		t.Errorf("bob asked about a key nobody used: %s; want it settled not sent", rep.Summary())
+	}
+	if rep := askWitness(t, st, alice, rec); !rep.Settled || rep.Verdict != witness.Sent {
+		t.Fatalf("alice asked about her own key: %s; want it settled sent", rep.Summary())
+	}
+	got, err := st.Get(context.Background(), "k-alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r mcptools.Result
+	if err := converter.GetDefaultDataConverter().FromPayloads(mustPayloads(t, got.Result), &r); err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.StateCompleted || r.Text != "paid 1" {
+		t.Errorf("k-alice settled as %s with result %+v; want completed with alice's answer (paid 1)", got.State, r)
+	}
+	if _, effects := s.seen(); effects["send_payment"] != 1 {
+		t.Errorf("send_payment ran %d times; want 1 (alice's call; lookups run nothing)", effects["send_payment"])
+	}
+}
+
+// TestWitnessWithoutLookupCannotTell: a server that does not offer Dedup's lookup —
+// mcp-go (no Dedup), a go-sdk server whose Dedup was added as middleware only, or one
+// that announces the lookup without having it — gets no witness from Apply, and the
+// bridge's witness cannot tell; the tool never runs.
+func TestWitnessWithoutLookupCannotTell(t *testing.T) {
+	check := func(t *testing.T, tr mcp.Transport, offered bool, want string, runs func() int) {
+		t.Helper()
+		b, err := mcptools.Dial(context.Background(), "pay", tr, mcptools.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Session().Close()
+		if b.LookupOffered() != offered {
+			t.Fatalf("LookupOffered = %v, want %v", b.LookupOffered(), offered)
+		}
+		var o interceptor.Options
+		b.Apply(&o)
+		if len(o.Witnesses) != 0 && !offered {
+			t.Errorf("Apply registered witnesses %v for a server without the lookup", o.Witnesses)
+		}
+		st := memory.New()
+		cannotTell(t, askWitness(t, st, b, unknownRecord(t, st, "k-"+t.Name(), time.Now().Add(gateAhead))), want)
+		if n := runs(); n != 0 {
+			t.Errorf("asking the witness ran the tool %d times", n)
+		}
+	}
+	t.Run("mcp-go", func(t *testing.T) {
+		p := newPeerServer(peerTool{tool: mgo.NewTool("send_payment")})
+		peerTransports(t, p, func(t *testing.T, tr mcp.Transport) {
+			check(t, tr, false, "does not offer Dedup's lookup", func() int { return p.runs("send_payment") })
+		})
+	})
+	t.Run("go-sdk-dedup-middleware-only", func(t *testing.T) {
+		s := newTestServer(t, mcptools.NewDedup(time.Hour), toolSpec{name: "send_payment"})
+		transports(t, s, func(t *testing.T, tr mcp.Transport) {
+			check(t, tr, false, "does not offer Dedup's lookup", func() int { _, e := s.seen(); return e["send_payment"] })
+		})
+	})
+	t.Run("go-sdk-announces-lookup-without-it", func(t *testing.T) {
+		s := newTestServer(t, nil, toolSpec{name: "send_payment"})
+		s.srv.AddReceivingMiddleware(claimsLookup())
+		transports(t, s, func(t *testing.T, tr mcp.Transport) {
+			check(t, tr, true, mcptools.MethodLookup, func() int { _, e := s.seen(); return e["send_payment"] })
+		})
+	})
+}
+
+// claimsLookup is middleware that announces Dedup with its lookup, as Dedup.Install
+// does, without running either.
+func claimsLookup() mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			var caps **mcp.ServerCapabilities
+			switch r := res.(type) {
+			case *mcp.InitializeResult:
+				caps = &r.Capabilities
+			case *mcp.DiscoverResult:
+				caps = &r.Capabilities
+			default:
+				return res, err
+			}
+			c := &mcp.ServerCapabilities{}
+			if *caps != nil {
+				cp := **caps
+				c = &cp
+			}
+			c.Experimental = map[string]any{mcptools.CapabilityDedup: map[string]any{
+				"windowSeconds": 3600.0, "lookup": mcptools.MethodLookup}}
+			*caps = c
+			return res, err
+		}
+	}
+}
+
+func mustPayloads(t *testing.T, data []byte) *commonpb.Payloads {
+	t.Helper()
+	var p commonpb.Payloads
+	if err := proto.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
 }
