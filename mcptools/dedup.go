@@ -28,8 +28,10 @@ const (
 
 // CapabilityDedup is the key under which Dedup announces itself in the server's
 // capabilities.experimental (its answer to initialize and to server/discover), with
-// its window: {"windowSeconds": N}. A Bridge accepts Options.DedupWindow only from a
-// server that announces it, for at least that long.
+// its window: {"windowSeconds": N}, and, when added with Dedup.Install, its lookup:
+// {"windowSeconds": N, "lookup": MethodLookup}. A Bridge accepts Options.DedupWindow
+// only from a server that announces it, for at least that long, and asks the lookup
+// (its Witness) only of a server that announces it.
 const CapabilityDedup = "io.idemgate/dedup"
 
 // DedupOptions configures a Dedup (NewDedupWith). The zero value is the defaults.
@@ -80,11 +82,14 @@ type DedupOptions struct {
 //
 // Dedup announces itself and its window in the server's capabilities
 // (CapabilityDedup): a Bridge refuses Options.DedupWindow from a server without it.
+// Added with Install, it also answers MethodLookup — did this caller's key K of tool
+// T act, and with what — from what it keeps, running nothing: the bridge's witness
+// (Bridge.Witness) settles an unknown outcome by it.
 // Arguments are compared as Go's encoding/json reads them (a duplicate object key
 // keeps its last value; invalid UTF-8 reads as U+FFFD), as a go-sdk typed handler
 // sees them.
 //
-//	server.AddReceivingMiddleware(mcptools.NewDedup(0).Middleware)
+//	err := mcptools.NewDedup(0).Install(server) // or server.AddReceivingMiddleware(d.Middleware): no lookup
 type Dedup struct {
 	window     time.Duration
 	maxEntries int

@@ -74,6 +74,11 @@ type LookupResult struct {
 // does; do not add both) and MethodLookup, which lets the gate's witness
 // (Bridge.Witness) ask whether a key acted when its answer was lost. Call it before
 // the server accepts connections.
+//
+// The lookup's "not called" rests on d seeing every call of the server: one process
+// (what Dedup keeps is in memory). Behind a load balancer with a Dedup per replica,
+// a replica that never saw a call would answer "not called" and the gate would run
+// it again: there, add the middleware alone (no lookup), as for DedupWindow.
 func (d *Dedup) Install(s *mcp.Server) error {
 	err := mcp.AddReceivingCustomMethod(s, MethodLookup, func(context.Context, *mcp.ServerSession, *LookupParams) (*LookupResult, error) {
 		// Dedup's middleware answers the lookup before it gets here.

@@ -17,6 +17,24 @@
 // (none built with another SDK can), and the bridge records in the claim, before
 // the key leaves, that it left through the bridge to that server.
 //
+// # Asking the server what happened
+//
+// A call whose answer was lost (a protocol error after the tool acted, a dropped
+// connection, a worker killed mid-call) leaves an unknown outcome, which the gate
+// refuses to send again. A server whose Dedup was added with Dedup.Install answers
+// a lookup (MethodLookup, a custom JSON-RPC method: a server that does not know it
+// answers "method not found", so a lookup never runs a tool) for the same caller:
+// the call acted, and its stored answer; it never ran here and Dedup can prove it
+// would have seen it (it has run since before the key could first have left, and
+// that was less than its window ago); or it cannot tell (running, failed after it
+// may have acted, another caller holds the key, a restart, the window passed). The
+// bridge's Witness ("mcp:SERVER") asks it, and Apply registers it for every tool of
+// a server that offers the lookup, so the gate settles the key by it before it
+// asks a person: "sent" with the tool's result (the next attempt returns it),
+// "not sent" once the attempt's lease passed (the next runs the tool). It answers
+// only for keys whose record says they left through this bridge (the gate records
+// that for destructive writes with witnesses).
+//
 // # What counts as not performed
 //
 // A failed call is definite (the gate may send it again) only with proof that the tool
