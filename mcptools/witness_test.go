@@ -467,3 +467,60 @@ func mustPayloads(t *testing.T, data []byte) *commonpb.Payloads {
 	}
 	return &p
 }
+
+// TestWitnessAcrossWorkerRestart: the worker that claimed the key died after the
+// tool acted and before it heard the answer; a new worker (a new session to the
+// same server) asks, once the claim's lease passed, and settles the key as sent
+// with the tool's answer.
+func TestWitnessAcrossWorkerRestart(t *testing.T) {
+	s := paymentServer(t)
+	transports(t, s, func(t *testing.T, tr mcp.Transport) {
+		st := memory.New()
+		key := "k-" + t.Name()
+		rec := unknownRecord(t, st, key, time.Now().Add(gateAhead))
+		var firstTr mcp.Transport
+		if strings.HasSuffix(t.Name(), "in-memory") {
+			firstTr = s.inMemory(t) // a connection of its own: the in-memory transport connects once
+		} else {
+			firstTr = s.streamable(t)
+		}
+		first, err := mcp.NewClient(&mcp.Implementation{Name: "worker-1"}, nil).Connect(context.Background(), firstTr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		callAndDie(t, first, key)
+		b, err := mcptools.Dial(context.Background(), "pay", tr, mcptools.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Session().Close()
+		if rep := askWitness(t, st, b, rec); !rep.Settled || rep.Verdict != witness.Sent {
+			t.Fatalf("%s; want the key settled sent", rep.Summary())
+		}
+		got, err := st.Get(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r mcptools.Result
+		if err := converter.GetDefaultDataConverter().FromPayloads(mustPayloads(t, got.Result), &r); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(r.Text, "paid ") || !r.Replayed {
+			t.Errorf("stored result %+v; want the tool's answer, replayed", r)
+		}
+	})
+	if _, effects := s.seen(); effects["send_payment"] != 2 {
+		t.Errorf("send_payment ran %d times; want 2 (once per transport)", effects["send_payment"])
+	}
+}
+
+// callAndDie calls send_payment with key over cs and closes cs: a worker that dies
+// before it stores the outcome.
+func callAndDie(t *testing.T, cs *mcp.ClientSession, key string) {
+	t.Helper()
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_payment",
+		Arguments: map[string]any{"amount": 5}, Meta: mcp.Meta{mcptools.MetaKey: key}}); err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+}
