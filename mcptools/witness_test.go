@@ -69,7 +69,7 @@ func loseFirstAnswer() mcp.Middleware {
 // tapHTTP serves h, and the first tools/call POST as drop says: "before" cuts its
 // connection before the server reads it (it never reaches the server), "after" lets
 // the server run it to the end and then cuts the connection instead of answering.
-// onDrop, when set, is called once the connection is cut.
+// onDrop, when set, is called just before the connection is cut.
 func tapHTTP(t *testing.T, h http.Handler, drop string, onDrop func()) *httptest.Server {
 	var dropped atomic.Bool
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -80,11 +80,11 @@ func tapHTTP(t *testing.T, h http.Handler, drop string, onDrop func()) *httptest
 				if drop == "after" {
 					h.ServeHTTP(discard{header: http.Header{}}, r)
 				}
+				if onDrop != nil {
+					onDrop() // before the client can see the cut
+				}
 				if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 					c.Close()
-				}
-				if onDrop != nil {
-					onDrop()
 				}
 				return
 			}
