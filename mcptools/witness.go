@@ -88,8 +88,12 @@ func (w *dedupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answer
 	if err != nil {
 		err = secrets.ScrubError(err, b.endpoint)
 		var werr *jsonrpc.Error
-		if errors.As(err, &werr) && werr.Code == jsonrpc.CodeMethodNotFound || strings.Contains(err.Error(), "is not registered") {
-			return cannot("server %s cannot be asked: %v", b.server, err)
+		if errors.As(err, &werr) && werr.Code == jsonrpc.CodeMethodNotFound {
+			return cannot("server %s does not answer the lookup: %v", b.server, err)
+		}
+		if strings.Contains(err.Error(), "is not registered") { // by the go-sdk's CallCustomMethod
+			return cannot("the bridge's client cannot send the lookup (%v); next step: call mcptools.EnableLookup on "+
+				"the client before Connect, or connect with mcptools.Dial", err)
 		}
 		return witness.Answer{}, fmt.Errorf("idemgate/mcptools: asking server %s's Dedup about key %s of %s: %w",
 			b.server, rec.Key, rec.Activity, err)

@@ -524,3 +524,40 @@ func callAndDie(t *testing.T, cs *mcp.ClientSession, key string) {
 	}
 	cs.Close()
 }
+
+// TestWitnessOfNewNeedsEnableLookup: a bridge made with New over a session of the
+// user's own client asks the lookup only when that client enabled it
+// (EnableLookup); without it the witness cannot tell and says what to do.
+func TestWitnessOfNewNeedsEnableLookup(t *testing.T) {
+	s := paymentServer(t)
+	for _, enable := range []bool{false, true} {
+		t.Run(fmt.Sprint("enabled=", enable), func(t *testing.T) {
+			st := memory.New()
+			key := "k-" + t.Name()
+			rec := unknownRecord(t, st, key, time.Now().Add(gateAhead))
+			c := mcp.NewClient(&mcp.Implementation{Name: "user"}, nil)
+			if enable {
+				if err := mcptools.EnableLookup(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cs, err := c.Connect(context.Background(), s.streamable(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			b, err := mcptools.New(context.Background(), "pay", cs, mcptools.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := askWitness(t, st, b, rec)
+			if !enable {
+				cannotTell(t, rep, "mcptools.EnableLookup")
+				return
+			}
+			if !rep.Settled || rep.Verdict != witness.NotSent {
+				t.Errorf("%s; want the key settled not sent (the tool never ran with it)", rep.Summary())
+			}
+		})
+	}
+}
