@@ -471,10 +471,11 @@ func HintsOf(server string, t *mcp.Tool) (h interceptor.Hints, ok bool) {
 
 // Apply adds the bridge's tools to the interceptor's options: their Hints, with
 // Options.DedupWindow their VendorWindows, and, when the server's Dedup offers its
-// lookup (LookupOffered), the bridge's Witness after any witnesses o already names for
-// the tool. Entries already there win.
+// lookup (LookupOffered) and o.Store can settle keys (witness.Settler: every store of
+// this module; set it before Apply), the bridge's Witness after any witnesses o
+// already names for the tool. Entries already there win.
 func (b *Bridge) Apply(o *interceptor.Options) {
-	if b.lookup {
+	if _, settles := o.Store.(witness.Settler); b.lookup && settles {
 		o.Witnesses = maps.Clone(o.Witnesses)
 		if o.Witnesses == nil {
 			o.Witnesses = map[string][]witness.Witness{}

@@ -561,3 +561,32 @@ func TestWitnessOfNewNeedsEnableLookup(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyWitnessNeedsASettlingStore: Apply registers the witness only on options
+// whose store can settle keys (a custom store without Resolve would make the gate
+// refuse the witnesses).
+func TestApplyWitnessNeedsASettlingStore(t *testing.T) {
+	s := paymentServer(t)
+	b, err := mcptools.Dial(context.Background(), "pay", s.inMemory(t), mcptools.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Session().Close()
+	var bare interceptor.Options
+	b.Apply(&bare)
+	if len(bare.Witnesses) != 0 {
+		t.Errorf("Apply without a store registered witnesses %v", bare.Witnesses)
+	}
+	o := interceptor.Options{Store: memory.New(), Witnesses: map[string][]witness.Witness{
+		"mcp.pay.send_payment": {witness.Func("mine", func(context.Context, witness.Query) (witness.Answer, error) {
+			return witness.Answer{}, nil
+		})}}}
+	b.Apply(&o)
+	var names []string
+	for _, w := range o.Witnesses["mcp.pay.send_payment"] {
+		names = append(names, w.Name())
+	}
+	if strings.Join(names, ",") != "mine,mcp:pay" {
+		t.Errorf("witnesses of send_payment: %v; want the user's first, then mcp:pay", names)
+	}
+}
