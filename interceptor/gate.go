@@ -273,7 +273,8 @@ func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterc
 	if c.keepsEvidence() {
 		// Its unknown outcome may be re-sent relying on the vendor, or settled by a
 		// witness that asks the vendor: only on evidence that the key left through
-		// the keyed transport (store.ResendWindow, idemhttp.LookupWitness).
+		// the keyed transport (store.ResendWindow, idemhttp.LookupWitness, an MCP
+		// server's Dedup lookup through mcptools.Bridge.Witness).
 		st.RecordSent = c.recordSent
 	}
 	actx := c.ctx

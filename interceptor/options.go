@@ -129,7 +129,10 @@ type Options struct {
 	// happened, before the gate refuses it (and, with the plugin, in the background
 	// for every pending key): by activity type, or tool name under ToolNames; the
 	// entry "" is asked for every write. Temporal's own history is always asked
-	// first (see package witness). Optional: nil asks Temporal only.
+	// first (see package witness). A destructive write with witnesses has its keyed
+	// transport record that the key left (store.Record.Sent), as with VendorWindows:
+	// a vendor's witness answers only for keys that left to it. Optional: nil asks
+	// Temporal only.
 	Witnesses map[string][]witness.Witness
 
 	// WitnessTimeout bounds each witness's answer when the gate asks (the gate then

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -27,8 +28,10 @@ const (
 
 // CapabilityDedup is the key under which Dedup announces itself in the server's
 // capabilities.experimental (its answer to initialize and to server/discover), with
-// its window: {"windowSeconds": N}. A Bridge accepts Options.DedupWindow only from a
-// server that announces it, for at least that long.
+// its window: {"windowSeconds": N}, and, when added with Dedup.Install, its lookup:
+// {"windowSeconds": N, "lookup": MethodLookup}. A Bridge accepts Options.DedupWindow
+// only from a server that announces it, for at least that long, and asks the lookup
+// (its Witness) only of a server that announces it.
 const CapabilityDedup = "io.idemgate/dedup"
 
 // DedupOptions configures a Dedup (NewDedupWith). The zero value is the defaults.
@@ -79,11 +82,14 @@ type DedupOptions struct {
 //
 // Dedup announces itself and its window in the server's capabilities
 // (CapabilityDedup): a Bridge refuses Options.DedupWindow from a server without it.
+// Added with Install, it also answers MethodLookup — did this caller's key K of tool
+// T act, and with what — from what it keeps, running nothing: the bridge's witness
+// (Bridge.Witness) settles an unknown outcome by it.
 // Arguments are compared as Go's encoding/json reads them (a duplicate object key
 // keeps its last value; invalid UTF-8 reads as U+FFFD), as a go-sdk typed handler
 // sees them.
 //
-//	server.AddReceivingMiddleware(mcptools.NewDedup(0).Middleware)
+//	err := mcptools.NewDedup(0).Install(server) // or server.AddReceivingMiddleware(d.Middleware): no lookup
 type Dedup struct {
 	window     time.Duration
 	maxEntries int
@@ -91,9 +97,17 @@ type Dedup struct {
 	now        func() time.Time
 	started    time.Time // when this Dedup began to keep keys
 
+	// lookup: Install registered MethodLookup on a server, so the announcement
+	// offers it.
+	lookup atomic.Bool
+
 	mu      sync.Mutex
 	entries map[dedupScope]*dedupEntry
-	bytes   int64 // the sum of the entries' sizes
+	// held counts the entries of each tool and key, over every principal: a lookup
+	// that finds nothing in its own scope must not say "not called" when another
+	// caller's scope holds the key.
+	held  map[toolKey]int
+	bytes int64 // the sum of the entries' sizes
 	// done holds finished entries in the order they finished, which (one window for
 	// all) is the order they expire in; from head on. An entry already gone from
 	// entries (or replaced there) is skipped.
@@ -105,6 +119,8 @@ type doneEntry struct {
 	sk dedupScope
 	e  *dedupEntry
 }
+
+type toolKey struct{ tool, key string }
 
 // dedupScope is what a stored answer is kept under.
 type dedupScope struct {
@@ -158,7 +174,7 @@ func NewDedupWith(o DedupOptions) *Dedup {
 		o.MaxBytes = DefaultDedupMaxBytes
 	}
 	return &Dedup{window: o.Window, maxEntries: o.MaxEntries, maxBytes: o.MaxBytes, now: time.Now, started: time.Now(),
-		entries: map[dedupScope]*dedupEntry{}}
+		entries: map[dedupScope]*dedupEntry{}, held: map[toolKey]int{}}
 }
 
 // Window is how long d remembers a finished call (what it announces).
@@ -185,7 +201,11 @@ func (d *Dedup) announce(res mcp.Result) {
 	if c.Experimental == nil {
 		c.Experimental = map[string]any{}
 	}
-	c.Experimental[CapabilityDedup] = map[string]any{"windowSeconds": d.window.Seconds()}
+	ann := map[string]any{"windowSeconds": d.window.Seconds()}
+	if d.lookup.Load() {
+		ann["lookup"] = MethodLookup
+	}
+	c.Experimental[CapabilityDedup] = ann
 	*caps = c
 }
 
@@ -211,6 +231,8 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		case "tools/call":
+		case MethodLookup:
+			return d.answerLookup(req)
 		default:
 			return next(ctx, method, req)
 		}
@@ -313,6 +335,7 @@ func (d *Dedup) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		e = &dedupEntry{raw: raw, hash: hash, size: entryOverhead + int64(len(sk.principal)+len(sk.tool)+len(sk.key))}
 		d.entries[sk] = e
+		d.held[toolKey{sk.tool, sk.key}]++
 		d.bytes += e.size
 		d.mu.Unlock()
 
@@ -377,6 +400,11 @@ func (d *Dedup) drop(sk dedupScope, e *dedupEntry) {
 	if d.entries[sk] == e {
 		delete(d.entries, sk)
 		d.bytes -= e.size
+		if tk := (toolKey{sk.tool, sk.key}); d.held[tk] > 1 {
+			d.held[tk]--
+		} else {
+			delete(d.held, tk)
+		}
 	}
 }
 

@@ -17,6 +17,24 @@
 // (none built with another SDK can), and the bridge records in the claim, before
 // the key leaves, that it left through the bridge to that server.
 //
+// # Asking the server what happened
+//
+// A call whose answer was lost (a protocol error after the tool acted, a dropped
+// connection, a worker killed mid-call) leaves an unknown outcome, which the gate
+// refuses to send again. A server whose Dedup was added with Dedup.Install answers
+// a lookup (MethodLookup, a custom JSON-RPC method: a server that does not know it
+// answers "method not found", so a lookup never runs a tool) for the same caller:
+// the call acted, and its stored answer; it never ran here and Dedup can prove it
+// would have seen it (it has run since before the key could first have left, and
+// that was less than its window ago); or it cannot tell (running, failed after it
+// may have acted, another caller holds the key, a restart, the window passed). The
+// bridge's Witness ("mcp:SERVER") asks it, and Apply registers it for every tool of
+// a server that offers the lookup, so the gate settles the key by it before it
+// asks a person: "sent" with the tool's result (the next attempt returns it),
+// "not sent" once the attempt's lease passed (the next runs the tool). It answers
+// only for keys whose record says they left through this bridge (the gate records
+// that for destructive writes with witnesses).
+//
 // # What counts as not performed
 //
 // A failed call is definite (the gate may send it again) only with proof that the tool
@@ -69,6 +87,7 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/internal/secrets"
+	"github.com/idemgate/idemgate/witness"
 )
 
 // MetaKey is the _meta entry of a tools/call request that carries the idempotency key.
@@ -135,6 +154,8 @@ type Bridge struct {
 	endpoint string
 	// offered is the window the server announces for its Dedup (0: none).
 	offered time.Duration
+	// lookup: the server's Dedup offers MethodLookup.
+	lookup bool
 }
 
 type tool struct {
@@ -213,7 +234,8 @@ func New(ctx context.Context, server string, session *mcp.ClientSession, opts Op
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	b := &Bridge{server: server, session: session, opts: opts, tools: map[string]*tool{}, offered: offered}
+	b := &Bridge{server: server, session: session, opts: opts, tools: map[string]*tool{}, offered: offered,
+		lookup: offered > 0 && lookupOffered(session)}
 	var errs []error
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
@@ -271,6 +293,18 @@ func dedupOffered(session *mcp.ClientSession) (time.Duration, string) {
 	return 0, fmt.Sprintf("its capabilities.experimental[%q] has no positive windowSeconds: %v", CapabilityDedup, v)
 }
 
+// lookupOffered reports whether the server behind session announces that its Dedup
+// answers MethodLookup.
+func lookupOffered(session *mcp.ClientSession) bool {
+	init := session.InitializeResult()
+	if init == nil || init.Capabilities == nil {
+		return false
+	}
+	m, _ := init.Capabilities.Experimental[CapabilityDedup].(map[string]any)
+	v, _ := m["lookup"].(string)
+	return v == MethodLookup
+}
+
 // DedupOffered is the window the server announces for its Dedup (0: it announces
 // none). Options.DedupWindow may be at most this.
 func (b *Bridge) DedupOffered() time.Duration { return b.offered }
@@ -319,6 +353,9 @@ func Dial(ctx context.Context, server string, transport mcp.Transport, opts Opti
 			}
 		},
 	})
+	if err := EnableLookup(client); err != nil {
+		return nil, fmt.Errorf("idemgate/mcptools: server %s: %w", server, err)
+	}
 	// An HTTP transport's URL may carry credentials (user info, ?access_token=…), and
 	// errors from net/url and net/http quote it.
 	endpoint := endpointOf(transport)
@@ -432,9 +469,22 @@ func HintsOf(server string, t *mcp.Tool) (h interceptor.Hints, ok bool) {
 	return h, true
 }
 
-// Apply adds the bridge's tools to the interceptor's options: their Hints and, with
-// Options.DedupWindow, their VendorWindows. Entries already there win.
+// Apply adds the bridge's tools to the interceptor's options: their Hints, with
+// Options.DedupWindow their VendorWindows, and, when the server's Dedup offers its
+// lookup (LookupOffered) and o.Store can settle keys (witness.Settler: every store of
+// this module; set it before Apply), the bridge's Witness after any witnesses o
+// already names for the tool. Entries already there win.
 func (b *Bridge) Apply(o *interceptor.Options) {
+	if _, settles := o.Store.(witness.Settler); b.lookup && settles {
+		o.Witnesses = maps.Clone(o.Witnesses)
+		if o.Witnesses == nil {
+			o.Witnesses = map[string][]witness.Witness{}
+		}
+		w := b.Witness(o.ClockSkew)
+		for n := range b.tools {
+			o.Witnesses[n] = append(slices.Clip(o.Witnesses[n]), w)
+		}
+	}
 	o.Hints = maps.Clone(o.Hints)
 	if o.Hints == nil {
 		o.Hints = map[string]interceptor.Hints{}
@@ -647,6 +697,17 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 			"acted before it failed: the outcome is unknown)", t.activity, text), "McpToolError")
 	}
 	observe(ctx, attempt.Observation{Outcome: attempt.Committed, Replayed: out.Replayed})
+	return b.result(t, res, out)
+}
+
+// errTypeResultTooLarge is the error type of a result over Options.MaxResultSize.
+const errTypeResultTooLarge = "McpResultTooLarge"
+
+// result fills out, the tool activity's Result, from res, a successful answer: the
+// one shape a tool's result takes, whether the call returned it or a witness found
+// it in the server's Dedup.
+func (b *Bridge) result(t *tool, res *mcp.CallToolResult, out *Result) (*Result, error) {
+	var err error
 	if out.Content, err = json.Marshal(res.Content); err != nil {
 		return nil, fmt.Errorf("idemgate/mcptools: %s: the result cannot be encoded: %w", t.activity, err)
 	}
@@ -659,7 +720,7 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 	if n := len(out.Content) + len(out.Structured) + len(out.Text); n > b.opts.MaxResultSize {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the tool acted, but its "+
 			"result is %d bytes, over MaxResultSize (%d); it is not returned. Next step: raise Options.MaxResultSize, or "+
-			"make the tool return less", t.activity, n, b.opts.MaxResultSize), "McpResultTooLarge", nil)
+			"make the tool return less", t.activity, n, b.opts.MaxResultSize), errTypeResultTooLarge, nil)
 	}
 	return out, nil
 }
