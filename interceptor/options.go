@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -193,6 +194,11 @@ func (o Options) withDefaults() (Options, error) {
 		for i, w := range ws {
 			if w == nil {
 				errs = append(errs, fmt.Errorf("Options.Witnesses[%q][%d] is nil: remove it, or give a witness (witness.Func)", name, i))
+			} else if strings.TrimSpace(w.Name()) == "" {
+				// The store tells a witness from a person by its name: an unnamed one would
+				// settle by a person's rules.
+				errs = append(errs, fmt.Errorf("Options.Witnesses[%q][%d] has no name: settlements name their witness; "+
+					"give it one (witness.Func(name, ...))", name, i))
 			}
 		}
 	}

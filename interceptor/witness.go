@@ -28,12 +28,14 @@ func (r *root) asker(namespace string) (witness.Asker, bool) {
 		return witness.Asker{}, false
 	}
 	return witness.Asker{
-		Store:     st,
-		Encode:    func(v any) ([]byte, error) { return encodeResult(r.opts.DataConverter, v) },
-		Window:    r.opts.Window,
-		Timeout:   r.opts.WitnessTimeout,
-		Now:       r.opts.Now,
-		Namespace: namespace,
+		Store:   st,
+		Encode:  func(v any) ([]byte, error) { return encodeResult(r.opts.DataConverter, v) },
+		Window:  r.opts.Window,
+		Timeout: r.opts.WitnessTimeout,
+		// A witness's result is bounded as the gate's own.
+		MaxResultSize: r.opts.MaxResultSize,
+		Now:           r.opts.Now,
+		Namespace:     namespace,
 	}, true
 }
 

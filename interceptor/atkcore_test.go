@@ -1,0 +1,86 @@
+package interceptor_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/witness"
+)
+
+// An unnamed witness would reach the store as a person (store.Transition.Witness
+// "") and settle by a person's rules: an abandoned claim's "not sent" at once,
+// before the earlier attempt's lease. New refuses it.
+func TestAtkCoreUnnamedWitnessRejected(t *testing.T) {
+	notSent := func(context.Context, witness.Query) (witness.Answer, error) {
+		return witness.Answer{Verdict: witness.NotSent}, nil
+	}
+	_, err := interceptor.New(interceptor.Options{Store: newHarness(t).store,
+		Witnesses: map[string][]witness.Witness{"": {witness.Func("ledger", notSent), witness.Func(" ", notSent)}}})
+	if err == nil || !strings.Contains(err.Error(), `Options.Witnesses[""][1] has no name`) {
+		t.Fatalf("New = %v; want the unnamed witness refused", err)
+	}
+}
+
+// A witness that ignores its ctx held the attempt for as long as it blocked:
+// Options.WitnessTimeout bounded it only through ctx. The attempt is refused at the
+// bound, quoting it.
+func TestAtkCoreDeafWitnessDoesNotHangTheGate(t *testing.T) {
+	h := newHarness(t)
+	lostAnswer(h, true)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	h.opts.WitnessTimeout = 50 * time.Millisecond
+	h.opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {witness.Func("deaf", func(context.Context, witness.Query) (witness.Answer, error) {
+		<-stuck // a vendor SDK call without a ctx
+		return witness.Answer{Verdict: witness.Sent, Result: "late"}, nil
+	})}}
+	env := h.env("wf-atk-deaf")
+	done := make(chan error, 1)
+	go func() {
+		env.ExecuteWorkflow("calls", []call{{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3}})
+		done <- env.GetWorkflowError()
+	}()
+	select {
+	case err := <-done:
+		app := appErr(t, err)
+		if app.Type() != interceptor.ErrTypeInFlight || !strings.Contains(app.Error(), "deaf: error: no answer within 50ms") {
+			t.Fatalf("refusal %s: %s", app.Type(), app.Error())
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("the gate still waits on a witness that ignores its ctx, 45s after Options.WitnessTimeout (50ms)")
+	}
+	if h.v.count() != 1 {
+		t.Fatalf("vendor %d, want 1", h.v.count())
+	}
+}
+
+// The gate stores no result over Options.MaxResultSize; a witness's result went
+// into the store, and back to Temporal, whatever its size. It is bounded the same
+// way: settled as sent without its result, the repeat refused.
+func TestAtkCoreWitnessResultBoundedAtTheGate(t *testing.T) {
+	h := newHarness(t)
+	lostAnswer(h, true)
+	h.opts.MaxResultSize = 4 << 10
+	h.opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {witness.Func("ledger", func(context.Context, witness.Query) (witness.Answer, error) {
+		return witness.Answer{Verdict: witness.Sent, Result: strings.Repeat("x", 64<<10), Evidence: "ledger entry 17"}, nil
+	})}}
+	_, err := h.run("wf-atk-huge", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3})
+	if app := appErr(t, err); app.Type() != interceptor.ErrTypeResultNotStored {
+		t.Fatalf("%s: %s; want the repeat refused as its result is not stored", app.Type(), app.Error())
+	}
+	rec, err := h.store.Get(context.Background(), h.v.seen()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != store.StateCompleted || !rec.ResultOmitted || len(rec.Result) > h.opts.MaxResultSize {
+		t.Fatalf("record %s omitted=%v with a %d-byte result over MaxResultSize %d", rec.State, rec.ResultOmitted,
+			len(rec.Result), h.opts.MaxResultSize)
+	}
+	if h.v.count() != 1 {
+		t.Fatalf("vendor %d, want 1", h.v.count())
+	}
+}
