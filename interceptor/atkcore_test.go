@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +83,47 @@ func TestAtkCoreWitnessResultBoundedAtTheGate(t *testing.T) {
 	}
 	if h.v.count() != 1 {
 		t.Fatalf("vendor %d, want 1", h.v.count())
+	}
+}
+
+// gateOnly is a store wrapped for the gate alone (metrics, tracing): no Resolve.
+type gateOnly struct{ store.Gate }
+
+// Options.Witnesses with a store that cannot settle (no Resolve) were silently
+// never asked: every unknown outcome refused as if no witness existed. New says so.
+func TestAtkCoreWitnessesNeedAStoreThatSettles(t *testing.T) {
+	_, err := interceptor.New(interceptor.Options{Store: gateOnly{newHarness(t).store},
+		Witnesses: map[string][]witness.Witness{"ChargeCard": {witness.Func("ledger", func(context.Context, witness.Query) (witness.Answer, error) {
+			return witness.Answer{Verdict: witness.NotSent}, nil
+		})}}})
+	if err == nil || !strings.Contains(err.Error(), "Options.Witnesses") || !strings.Contains(err.Error(), "Resolve") {
+		t.Fatalf("New = %v; want Witnesses refused on a store that cannot settle", err)
+	}
+}
+
+// What witnesses said goes into the refusal's message (and its receipt) in full:
+// an error carrying a vendor's whole response body made a refusal of megabytes,
+// past what Temporal accepts for a failure. Each answer is quoted within a bound.
+func TestAtkCoreHugeWitnessAnswerBoundedInRefusal(t *testing.T) {
+	h := newHarness(t)
+	lostAnswer(h, true)
+	body := strings.Repeat("<html>", 200<<10)
+	h.opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {
+		witness.Func("lookup", func(context.Context, witness.Query) (witness.Answer, error) {
+			return witness.Answer{}, errors.New("GET /v1/charges: 502: " + body)
+		}),
+		witness.Func("search", func(context.Context, witness.Query) (witness.Answer, error) {
+			return witness.Answer{Verdict: witness.CannotTell, Evidence: "search index stale: " + body}, nil
+		}),
+	}}
+	_, err := h.run("wf-atk-huge-said", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 3})
+	app := appErr(t, err)
+	msg := app.Error()
+	if app.Type() != interceptor.ErrTypeInFlight || !strings.Contains(msg, "lookup: error: GET /v1/charges: 502: <html>") ||
+		!strings.Contains(msg, "search: cannot tell (search index stale: <html>") {
+		t.Fatalf("refusal %s does not quote the witnesses: %.2000s", app.Type(), msg)
+	}
+	if len(msg) > 16<<10 {
+		t.Fatalf("refusal message is %d bytes; want what the witnesses said quoted within a bound", len(msg))
 	}
 }

@@ -202,6 +202,11 @@ func (o Options) withDefaults() (Options, error) {
 			}
 		}
 	}
+	if _, ok := o.Store.(witness.Settler); !ok && o.Store != nil && len(o.Witnesses) > 0 {
+		errs = append(errs, fmt.Errorf("Options.Witnesses is set, but the store (%T) cannot settle a key (it has no "+
+			"Resolve method): the witnesses would never be asked. Next step: pass the store itself (memory, sqlite, "+
+			"postgres), or make the wrapper forward Resolve", o.Store))
+	}
 	if o.WitnessTimeout < 0 {
 		errs = append(errs, fmt.Errorf("Options.WitnessTimeout = %v is negative: use 0 for the default (5s)", o.WitnessTimeout))
 	}

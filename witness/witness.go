@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	commonpb "go.temporal.io/api/common/v1"
 
@@ -135,16 +136,34 @@ type Said struct {
 	Early bool
 }
 
+// quoteLimit bounds each answer's error or evidence where a refusal quotes it (the
+// message goes to Temporal and into a receipt).
+const quoteLimit = 1 << 10
+
+// clip cuts s to quoteLimit bytes (on a rune boundary), saying how much was left out.
+func clip(s string) string {
+	if len(s) <= quoteLimit {
+		return s
+	}
+	cut := quoteLimit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
+}
+
+// String says what the witness answered, quoting at most 1 KiB of its error or
+// evidence.
 func (s Said) String() string {
 	switch {
 	case s.Err != nil:
-		return fmt.Sprintf("%s: error: %v", s.Witness, s.Err)
+		return fmt.Sprintf("%s: error: %s", s.Witness, clip(s.Err.Error()))
 	case s.Early && s.Answer.Verdict == NotSent:
 		return fmt.Sprintf("%s: not sent, but asked before the attempt's lease passed, so it does not count yet", s.Witness)
 	case s.Early:
 		return fmt.Sprintf("%s: sent, but the attempt may still be running and store its own outcome", s.Witness)
 	case s.Answer.Evidence != "":
-		return fmt.Sprintf("%s: %s (%s)", s.Witness, s.Answer.Verdict, s.Answer.Evidence)
+		return fmt.Sprintf("%s: %s (%s)", s.Witness, s.Answer.Verdict, clip(s.Answer.Evidence))
 	}
 	return fmt.Sprintf("%s: %s", s.Witness, s.Answer.Verdict)
 }
