@@ -129,11 +129,16 @@ type Options struct {
 	// happened, before the gate refuses it (and, with the plugin, in the background
 	// for every pending key): by activity type, or tool name under ToolNames; the
 	// entry "" is asked for every write. Temporal's own history is always asked
-	// first (see package witness). Optional: nil asks Temporal only.
+	// first (see package witness). Every witness needs a name (receipts and the
+	// store's rules tell a witness from a person by it), and the Store must be able
+	// to settle (have Resolve: memory, sqlite, postgres do); New refuses otherwise.
+	// A witness's result is stored within MaxResultSize, as the gate's own.
+	// Optional: nil asks Temporal only.
 	Witnesses map[string][]witness.Witness
 
 	// WitnessTimeout bounds each witness's answer when the gate asks (the gate then
-	// refuses as usual). Optional: 0 means 5 seconds. Negative is invalid.
+	// refuses as usual), also for a witness that ignores its ctx: the gate stops
+	// waiting for it. Optional: 0 means 5 seconds. Negative is invalid.
 	WitnessTimeout time.Duration
 
 	// PauseRefresh is how often the gate re-reads the pauses (`idemgate pause`) from

@@ -49,8 +49,10 @@ const (
 	CannotTell Verdict = iota
 	// Sent: the write happened; Answer carries its result.
 	Sent
-	// NotSent: the write did not happen, and cannot happen any more from the
-	// attempt that was asked about (see the package doc for when it counts).
+	// NotSent: the write did not happen under this key — by no attempt since the
+	// record was first claimed (Query.Record.CreatedAt), not only the one that holds
+	// the claim: the settlement releases the key and forgets that any earlier
+	// attempt may have sent (see the package doc for when it counts).
 	NotSent
 )
 
@@ -105,7 +107,9 @@ type Answer struct {
 // Implementations must answer only what they know: a wrong "not sent" makes the
 // write run twice.
 type Witness interface {
-	// Name names the witness in receipts ("witness:" + Name) and messages.
+	// Name names the witness in receipts ("witness:" + Name) and messages. It
+	// must not be empty: the store tells a witness's settlement from a person's by
+	// it, and Asker.Ask does not ask an unnamed witness.
 	Name() string
 	// Ask answers for q. An error settles nothing.
 	Ask(ctx context.Context, q Query) (Answer, error)
