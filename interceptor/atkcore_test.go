@@ -3,12 +3,15 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memory"
 	"github.com/idemgate/idemgate/witness"
 )
 
@@ -125,5 +128,43 @@ func TestAtkCoreHugeWitnessAnswerBoundedInRefusal(t *testing.T) {
 	}
 	if len(msg) > 16<<10 {
 		t.Fatalf("refusal message is %d bytes; want what the witnesses said quoted within a bound", len(msg))
+	}
+}
+
+// flakyResolve is a store whose Resolve is unreachable the first n times.
+type flakyResolve struct {
+	*memory.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (f *flakyResolve) Resolve(ctx context.Context, t store.Transition, to store.State) error {
+	f.mu.Lock()
+	down := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if down {
+		return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
+	}
+	return f.Store.Resolve(ctx, t, to)
+}
+
+// A witness that could tell, whose settlement met a store outage, made the gate
+// refuse the write for good (non-retryable, quoting "no witness could tell"),
+// where every other store outage on the write path fails closed and retryable.
+// The attempt fails as the store being unavailable; the retry settles.
+func TestAtkCoreStoreOutageWhileSettlingIsRetried(t *testing.T) {
+	h := newHarness(t)
+	lostAnswer(h, true)
+	h.opts.Store = &flakyResolve{Store: h.store, n: 1}
+	h.opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {witness.Func("ledger", func(context.Context, witness.Query) (witness.Answer, error) {
+		return witness.Answer{Verdict: witness.Sent, Result: "charge found in the ledger", Evidence: "ledger entry 17"}, nil
+	})}}
+	out, err := h.run("wf-atk-settle-outage", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 5})
+	if err != nil {
+		t.Fatalf("refused after a store outage while settling: %v", err)
+	}
+	if len(out) != 1 || out[0] != "charge found in the ledger" || h.v.count() != 1 {
+		t.Fatalf("result %q, vendor %d; want the witness's result and one charge", out, h.v.count())
 	}
 }
