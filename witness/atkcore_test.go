@@ -43,12 +43,6 @@ func TestAtkCoreWitnessIgnoringCtxDoesNotHangTheAsker(t *testing.T) {
 	rec := unknown(t, st, "k-stuck")
 	stuck := make(chan struct{})
 	defer close(stuck)
-	entered := make(chan struct{}, 2)
-	deaf := witness.Func("deaf", func(context.Context, witness.Query) (witness.Answer, error) {
-		entered <- struct{}{}
-		<-stuck
-		return witness.Answer{Verdict: witness.NotSent}, nil
-	})
 	for _, tc := range []struct {
 		name    string
 		timeout time.Duration
@@ -59,6 +53,12 @@ func TestAtkCoreWitnessIgnoringCtxDoesNotHangTheAsker(t *testing.T) {
 		{"ctx", 0, true, "context canceled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			entered := make(chan struct{}, 1)
+			deaf := witness.Func("deaf", func(context.Context, witness.Query) (witness.Answer, error) {
+				entered <- struct{}{}
+				<-stuck
+				return witness.Answer{Verdict: witness.NotSent}, nil
+			})
 			a := witness.Asker{Store: st, Timeout: tc.timeout, Now: func() time.Time { return t0.Add(2 * time.Minute) }}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
