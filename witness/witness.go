@@ -111,7 +111,10 @@ type Witness interface {
 	// must not be empty: the store tells a witness's settlement from a person's by
 	// it, and Asker.Ask does not ask an unnamed witness.
 	Name() string
-	// Ask answers for q. An error settles nothing.
+	// Ask answers for q. An error settles nothing. When the gate asks, ctx is the
+	// asking attempt's activity context, which may belong to another workflow than
+	// the record's (a business key of WithKey, a reset run): answer about q.Record
+	// (its Key, WorkflowID, RunID), never about activity.GetInfo(ctx).
 	Ask(ctx context.Context, q Query) (Answer, error)
 }
 
