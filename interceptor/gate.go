@@ -161,6 +161,12 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		// Someone may know what the earlier attempt did: ask the witnesses before refusing.
 		outcome, rec, said, err = c.settle(cl, rec)
 	}
+	var down *errSettleDown
+	if errors.As(err, &down) {
+		// A witness could tell, but the store did not take the settlement: nothing of
+		// this attempt's was claimed. Fail closed and retryable, as on any outage.
+		return nil, c.storeDown("store a witness's settlement of", down.err)
+	}
 	if err != nil {
 		// The claim may have committed with its reply lost. The body did not run: give
 		// the claim back, unless that Begin could have taken over from an attempt that

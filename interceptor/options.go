@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -129,14 +130,18 @@ type Options struct {
 	// happened, before the gate refuses it (and, with the plugin, in the background
 	// for every pending key): by activity type, or tool name under ToolNames; the
 	// entry "" is asked for every write. Temporal's own history is always asked
-	// first (see package witness). A destructive write with witnesses has its keyed
-	// transport record that the key left (store.Record.Sent), as with VendorWindows:
-	// a vendor's witness answers only for keys that left to it. Optional: nil asks
-	// Temporal only.
+	// first (see package witness). Every witness needs a name (receipts and the
+	// store's rules tell a witness from a person by it), and the Store must be able
+	// to settle (have Resolve: memory, sqlite, postgres do); New refuses otherwise.
+	// A witness's result is stored within MaxResultSize, as the gate's own. A
+	// destructive write with witnesses has its keyed transport record that the key
+	// left (store.Record.Sent), as with VendorWindows: a vendor's witness answers
+	// only for keys that left to it. Optional: nil asks Temporal only.
 	Witnesses map[string][]witness.Witness
 
 	// WitnessTimeout bounds each witness's answer when the gate asks (the gate then
-	// refuses as usual). Optional: 0 means 5 seconds. Negative is invalid.
+	// refuses as usual), also for a witness that ignores its ctx: the gate stops
+	// waiting for it. Optional: 0 means 5 seconds. Negative is invalid.
 	WitnessTimeout time.Duration
 
 	// PauseRefresh is how often the gate re-reads the pauses (`idemgate pause`) from
@@ -197,8 +202,18 @@ func (o Options) withDefaults() (Options, error) {
 		for i, w := range ws {
 			if w == nil {
 				errs = append(errs, fmt.Errorf("Options.Witnesses[%q][%d] is nil: remove it, or give a witness (witness.Func)", name, i))
+			} else if strings.TrimSpace(w.Name()) == "" {
+				// The store tells a witness from a person by its name: an unnamed one would
+				// settle by a person's rules.
+				errs = append(errs, fmt.Errorf("Options.Witnesses[%q][%d] has no name: settlements name their witness; "+
+					"give it one (witness.Func(name, ...))", name, i))
 			}
 		}
+	}
+	if _, ok := o.Store.(witness.Settler); !ok && o.Store != nil && len(o.Witnesses) > 0 {
+		errs = append(errs, fmt.Errorf("Options.Witnesses is set, but the store (%T) cannot settle a key (it has no "+
+			"Resolve method): the witnesses would never be asked. Next step: pass the store itself (memory, sqlite, "+
+			"postgres), or make the wrapper forward Resolve", o.Store))
 	}
 	if o.WitnessTimeout < 0 {
 		errs = append(errs, fmt.Errorf("Options.WitnessTimeout = %v is negative: use 0 for the default (5s)", o.WitnessTimeout))

@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -28,42 +29,61 @@ func (r *root) asker(namespace string) (witness.Asker, bool) {
 		return witness.Asker{}, false
 	}
 	return witness.Asker{
-		Store:     st,
-		Encode:    func(v any) ([]byte, error) { return encodeResult(r.opts.DataConverter, v) },
-		Window:    r.opts.Window,
-		Timeout:   r.opts.WitnessTimeout,
-		Now:       r.opts.Now,
-		Namespace: namespace,
+		Store:   st,
+		Encode:  func(v any) ([]byte, error) { return encodeResult(r.opts.DataConverter, v) },
+		Window:  r.opts.Window,
+		Timeout: r.opts.WitnessTimeout,
+		// A witness's result is bounded as the gate's own.
+		MaxResultSize: r.opts.MaxResultSize,
+		Now:           r.opts.Now,
+		Namespace:     namespace,
 	}, true
 }
 
 // askWitnesses asks the witnesses about rec, the record that made this write's
 // claim come back unknown, and settles it by the first that can tell. changed
 // reports that the record moved (settled here or by someone else): claim again.
-func (c *call) askWitnesses(rec store.Record) (rep witness.Report, changed bool) {
+// down is the store's outage (store.ErrUnavailable) met while settling: a witness
+// could tell, and the write must fail closed and retryable as on any outage, not
+// be refused for good.
+func (c *call) askWitnesses(rec store.Record) (rep witness.Report, changed bool, down error) {
 	a, ok := c.r.asker(c.info.Namespace)
 	if !ok {
-		return witness.Report{Key: rec.Key}, false
+		return witness.Report{Key: rec.Key}, false, nil
 	}
 	ws := c.r.witnessesFor(c.ctx, rec.Activity)
 	if len(ws) == 0 {
-		return witness.Report{Key: rec.Key}, false
+		return witness.Report{Key: rec.Key}, false, nil
 	}
 	rep, err := a.Ask(c.ctx, rec, ws, false)
 	if err != nil {
 		activity.GetLogger(c.ctx).Warn("idemgate: the witnesses could not settle the unknown outcome", "activity", c.name,
 			"key", c.key, "error", err)
-		return rep, false
+		if errors.Is(err, store.ErrUnavailable) {
+			return rep, false, err
+		}
+		return rep, false, nil
 	}
-	return rep, rep.Settled || rep.Moved
+	return rep, rep.Settled || rep.Moved, nil
 }
+
+// errSettleDown is a store outage met while a witness's answer was being stored:
+// nothing was claimed by this attempt, so there is no claim to give back.
+type errSettleDown struct{ err error }
+
+func (e *errSettleDown) Error() string { return e.err.Error() }
+func (e *errSettleDown) Unwrap() error { return e.err }
 
 // settle is the gate's answer to a claim that came back unknown: ask the witnesses
 // (each bounded by Options.WitnessTimeout) and, when one settled the key (or someone
 // else did meanwhile), claim again. It returns the last claim's outcome and what
-// the witnesses said, which a refusal quotes.
+// the witnesses said, which a refusal quotes; an *errSettleDown when the store was
+// unavailable for the settlement.
 func (c *call) settle(cl store.Claim, rec store.Record) (store.Outcome, store.Record, witness.Report, error) {
-	rep, changed := c.askWitnesses(rec)
+	rep, changed, down := c.askWitnesses(rec)
+	if down != nil {
+		return store.OutcomeUnknown, rec, rep, &errSettleDown{down}
+	}
 	if !changed {
 		return store.OutcomeUnknown, rec, rep, nil
 	}

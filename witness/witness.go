@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	commonpb "go.temporal.io/api/common/v1"
 
@@ -49,8 +50,10 @@ const (
 	CannotTell Verdict = iota
 	// Sent: the write happened; Answer carries its result.
 	Sent
-	// NotSent: the write did not happen, and cannot happen any more from the
-	// attempt that was asked about (see the package doc for when it counts).
+	// NotSent: the write did not happen under this key — by no attempt since the
+	// record was first claimed (Query.Record.CreatedAt), not only the one that holds
+	// the claim: the settlement releases the key and forgets that any earlier
+	// attempt may have sent (see the package doc for when it counts).
 	NotSent
 )
 
@@ -105,9 +108,14 @@ type Answer struct {
 // Implementations must answer only what they know: a wrong "not sent" makes the
 // write run twice.
 type Witness interface {
-	// Name names the witness in receipts ("witness:" + Name) and messages.
+	// Name names the witness in receipts ("witness:" + Name) and messages. It
+	// must not be empty: the store tells a witness's settlement from a person's by
+	// it, and Asker.Ask does not ask an unnamed witness.
 	Name() string
-	// Ask answers for q. An error settles nothing.
+	// Ask answers for q. An error settles nothing. When the gate asks, ctx is the
+	// asking attempt's activity context, which may belong to another workflow than
+	// the record's (a business key of WithKey, a reset run): answer about q.Record
+	// (its Key, WorkflowID, RunID), never about activity.GetInfo(ctx).
 	Ask(ctx context.Context, q Query) (Answer, error)
 }
 
@@ -139,17 +147,35 @@ type Said struct {
 	CountsFrom time.Time
 }
 
+// quoteLimit bounds each answer's error or evidence where a refusal quotes it (the
+// message goes to Temporal and into a receipt).
+const quoteLimit = 1 << 10
+
+// clip cuts s to quoteLimit bytes (on a rune boundary), saying how much was left out.
+func clip(s string) string {
+	if len(s) <= quoteLimit {
+		return s
+	}
+	cut := quoteLimit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
+}
+
+// String says what the witness answered, quoting at most 1 KiB of its error or
+// evidence.
 func (s Said) String() string {
 	switch {
 	case s.Err != nil:
-		return fmt.Sprintf("%s: error: %v", s.Witness, s.Err)
+		return fmt.Sprintf("%s: error: %s", s.Witness, clip(s.Err.Error()))
 	case s.Early && s.Answer.Verdict == NotSent:
 		return fmt.Sprintf("%s: not sent, but asked before %s (the attempt's lease plus the margin for late "+
 			"requests), so it does not count yet", s.Witness, s.CountsFrom.UTC().Format(time.RFC3339))
 	case s.Early:
 		return fmt.Sprintf("%s: sent, but the attempt may still be running and store its own outcome", s.Witness)
 	case s.Answer.Evidence != "":
-		return fmt.Sprintf("%s: %s (%s)", s.Witness, s.Answer.Verdict, s.Answer.Evidence)
+		return fmt.Sprintf("%s: %s (%s)", s.Witness, s.Answer.Verdict, clip(s.Answer.Evidence))
 	}
 	return fmt.Sprintf("%s: %s", s.Witness, s.Answer.Verdict)
 }
@@ -206,8 +232,14 @@ type Asker struct {
 	Encode Encoder
 	// Window is how long a settled result is remembered (the gate's Options.Window).
 	Window time.Duration
-	// Timeout bounds each witness's answer. 0: no bound beyond ctx.
+	// Timeout bounds each witness's answer. 0: no bound beyond ctx. Ask stops
+	// waiting for a witness at the bound (or when ctx is done) even when the witness
+	// ignores its ctx; such a witness's goroutine is left to end by itself.
 	Timeout time.Duration
+	// MaxResultSize is the largest encoded result stored, as the gate's
+	// Options.MaxResultSize: a larger one settles the key as sent with its result not
+	// stored (a repeat is refused with IdempotencyResultNotStored). 0: no bound.
+	MaxResultSize int
 	// Now is the clock. nil: time.Now.
 	Now func() time.Time
 	// Namespace goes into every Query.
@@ -227,15 +259,23 @@ func (a Asker) Ask(ctx context.Context, rec store.Record, ws []Witness, dryRun b
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
+		name := w.Name()
+		if strings.TrimSpace(name) == "" {
+			// The store tells a witness from a person by the name (store.Transition.Witness
+			// ""): an unnamed witness would settle by a person's rules, without the lease.
+			rep.Said = append(rep.Said, Said{Witness: "(unnamed)", Err: errors.New("the witness has no name, so it is not " +
+				"asked: a settlement names its witness. Next step: give it a name (witness.Func(name, ...))")})
+			continue
+		}
 		asked := now()
 		ans, err := a.ask(ctx, w, Query{Record: rec, Namespace: a.Namespace, Now: asked})
-		said := Said{Witness: w.Name(), Answer: ans, Err: err}
+		said := Said{Witness: name, Answer: ans, Err: err}
 		if err == nil && (ans.Verdict == Sent || ans.Verdict == NotSent) {
 			to := store.StateReleased
 			if ans.Verdict == Sent {
 				to = store.StateCompleted
 			}
-			said.Early = !store.Settleable(rec, to, store.Transition{Now: now(), Witness: w.Name(), AskedAt: asked})
+			said.Early = !store.Settleable(rec, to, store.Transition{Now: now(), Witness: name, AskedAt: asked})
 			if said.Early && to == store.StateReleased {
 				said.CountsFrom = store.NotSentFrom(rec)
 			}
@@ -244,12 +284,12 @@ func (a Asker) Ask(ctx context.Context, rec store.Record, ws []Witness, dryRun b
 		if err != nil || said.Early || ans.Verdict != Sent && ans.Verdict != NotSent {
 			continue
 		}
-		rep.By, rep.Verdict = w.Name(), ans.Verdict
+		rep.By, rep.Verdict = name, ans.Verdict
 		if dryRun {
 			rep.Settled = true
 			return rep, nil
 		}
-		err = a.settle(ctx, rec, w.Name(), asked, ans)
+		err = a.settle(ctx, rec, name, asked, ans)
 		switch {
 		case err == nil:
 			rep.Settled = true
@@ -263,23 +303,47 @@ func (a Asker) Ask(ctx context.Context, rec store.Record, ws []Witness, dryRun b
 	return rep, nil
 }
 
-func (a Asker) ask(ctx context.Context, w Witness, q Query) (ans Answer, err error) {
+func (a Asker) ask(ctx context.Context, w Witness, q Query) (Answer, error) {
 	if a.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.Timeout)
 		defer cancel()
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			ans, err = Answer{}, fmt.Errorf("the witness panicked: %v", p)
-		}
-	}()
-	ans, err = w.Ask(ctx, q)
-	if err == nil && ctx.Err() != nil {
-		// An answer that came after the bound is not trusted more than a late one.
-		return Answer{}, fmt.Errorf("no answer within %s: %w", a.Timeout, ctx.Err())
+	type answer struct {
+		ans Answer
+		err error
 	}
-	return ans, err
+	// The witness answers in its own goroutine: one that ignores ctx must not hold
+	// the caller (the gate's attempt) past the bound. Its late answer is dropped.
+	got := make(chan answer, 1)
+	go func() {
+		var g answer
+		defer func() {
+			if p := recover(); p != nil {
+				g = answer{err: fmt.Errorf("the witness panicked: %v", p)}
+			}
+			got <- g
+		}()
+		g.ans, g.err = w.Ask(ctx, q)
+	}()
+	select {
+	case g := <-got:
+		if g.err == nil && ctx.Err() != nil {
+			// An answer that came after the bound is not trusted more than a late one.
+			return Answer{}, a.late(ctx)
+		}
+		return g.ans, g.err
+	case <-ctx.Done():
+		return Answer{}, a.late(ctx)
+	}
+}
+
+// late is the error of a witness that did not answer within the bound.
+func (a Asker) late(ctx context.Context) error {
+	if a.Timeout > 0 {
+		return fmt.Errorf("no answer within %s: %w", a.Timeout, ctx.Err())
+	}
+	return fmt.Errorf("no answer: %w", ctx.Err())
 }
 
 // settle resolves rec by the witness's answer: store.Settleable decides whether
@@ -302,6 +366,9 @@ func (a Asker) settle(ctx context.Context, rec store.Record, name string, asked 
 		if err != nil {
 			return fmt.Errorf("idemgate/witness: %s said %s sent, but its result cannot be encoded: %w", name, rec.Key, err)
 		}
+		if a.MaxResultSize > 0 && len(data) > a.MaxResultSize {
+			data = nil // as the gate: over the limit, settled as sent without its result
+		}
 		t.Result, t.ResultOmitted = data, data == nil
 		if data != nil {
 			t.Receipt.ResultRef = ResultRef(data)
@@ -310,7 +377,12 @@ func (a Asker) settle(ctx context.Context, rec store.Record, name string, asked 
 	return a.Store.Resolve(ctx, t, to)
 }
 
-func (a Asker) result(ans Answer) ([]byte, error) {
+func (a Asker) result(ans Answer) (data []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			data, err = nil, fmt.Errorf("the encoder panicked: %v", p)
+		}
+	}()
 	switch {
 	case ans.NoResult:
 		return nil, nil

@@ -137,8 +137,12 @@ const syncedCommit = `, set_config('synchronous_commit', 'on', true) synced`
 // is synced whatever the Durability.
 func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
 	var outcome string
+	// The lease is rounded up to the microsecond kept, never down: until it has
+	// passed, its owner may still be sending (a lease moved earlier would let a
+	// takeover or a witness's not-sent in up to a microsecond too soon).
+	c.Lease = ceilMicro(c.Lease)
 	row := s.pool.QueryRow(ctx, beginSQL+syncedCommit, c.Key, c.Activity, c.Effect, c.ArgsHash, c.Args, c.Owner,
-		micro(c.Lease), micro(c.Expires()), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now), store.LeaseMargin,
+		c.Lease, micro(c.Expires()), c.TakeOver, c.WorkflowID, c.RunID, c.Attempt, micro(c.Now), store.LeaseMargin,
 		c.EffectSource, c.RootWorkflowID)
 	rec, err := scanRecord(row, &outcome)
 	if err != nil {
@@ -637,6 +641,15 @@ func scanRecord(row pgx.Row, outcome *string) (store.Record, error) {
 // micro is t as PostgreSQL keeps it: UTC, microseconds (truncated, where the
 // server would round).
 func micro(t time.Time) time.Time { return time.UnixMicro(t.UnixMicro()).UTC() }
+
+// ceilMicro is t rounded up to the microsecond.
+func ceilMicro(t time.Time) time.Time {
+	m := micro(t)
+	if m.Before(t) {
+		m = m.Add(time.Microsecond)
+	}
+	return m
+}
 
 // fail describes err and marks an outage with store.ErrUnavailable: anything that
 // is not an answer from the server (refused or dropped connection, timeout, closed

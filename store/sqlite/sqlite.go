@@ -235,7 +235,10 @@ func (s *Store) Close() error {
 // Begin claims c.Key atomically (store.Decide inside one IMMEDIATE transaction)
 // and appends the claim's receipt in the same commit.
 func (s *Store) Begin(ctx context.Context, c store.Claim) (store.Outcome, store.Record, error) {
-	c.Now, c.Lease = micro(c.Now), micro(c.Lease)
+	// The lease is rounded up to the microsecond kept, never down: until it has
+	// passed, its owner may still be sending (a lease moved earlier would let a
+	// takeover or a witness's not-sent in up to a microsecond too soon).
+	c.Now, c.Lease = micro(c.Now), ceilMicro(c.Lease)
 	var (
 		outcome store.Outcome
 		next    store.Record
@@ -671,6 +674,15 @@ func scanRecord(row interface{ Scan(...any) error }) (store.Record, bool, error)
 func micro(t time.Time) time.Time { return fromMicro(t.UnixMicro()) }
 
 func fromMicro(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// ceilMicro is t rounded up to the microsecond.
+func ceilMicro(t time.Time) time.Time {
+	m := micro(t)
+	if m.Before(t) {
+		m = m.Add(time.Microsecond)
+	}
+	return m
+}
 
 // fail describes err and marks the outage kinds with store.ErrUnavailable.
 func (s *Store) fail(op string, err error) error {

@@ -1951,4 +1951,25 @@ func testWitnessSettle(t *testing.T, s store.Store, k *keys) {
 	if err := s.Resolve(ctx, witness(key, "b", late, late, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("a witness's settlement for another owner = %v, want ErrNotOwner", err)
 	}
+
+	// A lease between two microseconds (an attempt's deadline has nanoseconds): a
+	// store that keeps microseconds must not move it earlier. Before it another
+	// claim is in flight; a not-sent asked before it plus LeaseMargin moves nothing,
+	// from the next microsecond on it settles.
+	key = k.key("sub-micro")
+	c = claim(key, "a", "h1", base)
+	c.Lease = base.Add(10*time.Second + 500*time.Nanosecond)
+	begin(t, s, c, store.OutcomeClaimed)
+	before := c.Lease.Add(-400 * time.Nanosecond)
+	other := claim(key, "b", "h1", before)
+	other.Lease = before.Add(time.Minute)
+	begin(t, s, other, store.OutcomeInFlight)
+	before = before.Add(store.LeaseMargin)
+	if err := s.Resolve(ctx, witness(key, "a", before, before, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("witness not-sent asked 400ns before a sub-microsecond lease plus LeaseMargin = %v, want ErrNotOwner", err)
+	}
+	after := base.Add(10*time.Second + time.Microsecond).Add(store.LeaseMargin)
+	if err := s.Resolve(ctx, witness(key, "a", after, after, store.ResolvedNotSent), store.StateReleased); err != nil {
+		t.Fatalf("witness not-sent asked at the microsecond after the lease plus LeaseMargin: %v", err)
+	}
 }
