@@ -348,10 +348,14 @@ func (e *Env) heldForAPerson(ctx context.Context, st storeopen.Store, run client
 	return nil
 }
 
+type receiptLister interface {
+	Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error)
+}
+
 // settlement reads from the trial's receipts whether the write's outcome was
 // unknown and who settled it, and checks every settlement against the vendor's
 // ledger (EffectsBefore: what it had performed before anyone could settle).
-func (tr *Trial) settlement(ctx context.Context, st storeopen.Store, t Tool, workflowID string) error {
+func (tr *Trial) settlement(ctx context.Context, st receiptLister, t Tool, workflowID string) error {
 	rs, err := st.Receipts(ctx, store.ReceiptFilter{WorkflowID: workflowID})
 	if err != nil {
 		return fmt.Errorf("read the trial's receipts: %v", err)
