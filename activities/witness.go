@@ -37,51 +37,59 @@ func ChargeLookupWitness(lookupURL string, client *http.Client) witness.Witness 
 		client = http.DefaultClient
 	}
 	return witness.Func("payments-lookup", func(ctx context.Context, q witness.Query) (witness.Answer, error) {
-		if !q.Record.CreatedAt.IsZero() && q.Now.Sub(q.Record.CreatedAt) >= idemhttp.Stripe.Window {
-			return witness.Answer{Evidence: fmt.Sprintf("the key was claimed at %s, longer ago than the processor's %s window",
-				q.Record.CreatedAt.Format(time.RFC3339), idemhttp.Stripe.Window)}, nil
-		}
-		vk, err := idemhttp.Stripe.VendorKey(q.Record.Key)
+		ans, err := askChargeLookup(ctx, client, lookupURL, q)
 		if err != nil {
-			return witness.Answer{}, err
+			return witness.Answer{}, fmt.Errorf("idemgate/activities: ChargeCard key %s: the payments lookup: %w", q.Record.Key, err)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, lookupURL+"?key="+url.QueryEscape(vk), nil)
-		if err != nil {
-			return witness.Answer{}, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return witness.Answer{}, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if err != nil {
-			return witness.Answer{}, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return witness.Answer{}, fmt.Errorf("the payments lookup answered %s", resp.Status)
-		}
-		var l struct {
-			Found      bool            `json:"found"`
-			InProgress bool            `json:"in_progress"`
-			Status     int             `json:"status"`
-			Body       json.RawMessage `json:"body"`
-		}
-		if err := json.Unmarshal(body, &l); err != nil {
-			return witness.Answer{}, fmt.Errorf("the payments lookup's answer is not JSON: %v", err)
-		}
-		switch {
-		case !l.Found:
-			return witness.Answer{Verdict: witness.NotSent, Evidence: "GET lookup?key=" + vk + ": the processor never saw the key"}, nil
-		case l.InProgress:
-			return witness.Answer{Evidence: "GET lookup?key=" + vk + ": the processor is still processing the key's request"}, nil
-		case l.Status >= 300:
-			return witness.Answer{Verdict: witness.NotSent, Evidence: fmt.Sprintf("GET lookup?key=%s: the processor rejected the request (%d)", vk, l.Status)}, nil
-		}
-		var ch Charge
-		if err := json.Unmarshal(l.Body, &ch); err != nil || ch.ID == "" {
-			return witness.Answer{}, fmt.Errorf("the processor's stored answer for key %s is not a charge: %.200s", vk, l.Body)
-		}
-		return witness.Answer{Verdict: witness.Sent, Result: ch, Evidence: fmt.Sprintf("GET lookup?key=%s: charge %s", vk, ch.ID)}, nil
+		return ans, nil
 	})
+}
+
+func askChargeLookup(ctx context.Context, client *http.Client, lookupURL string, q witness.Query) (witness.Answer, error) {
+	if !q.Record.CreatedAt.IsZero() && q.Now.Sub(q.Record.CreatedAt) >= idemhttp.Stripe.Window {
+		return witness.Answer{Evidence: fmt.Sprintf("the key was claimed at %s, longer ago than the processor's %s window",
+			q.Record.CreatedAt.Format(time.RFC3339), idemhttp.Stripe.Window)}, nil
+	}
+	vk, err := idemhttp.Stripe.VendorKey(q.Record.Key)
+	if err != nil {
+		return witness.Answer{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lookupURL+"?key="+url.QueryEscape(vk), nil)
+	if err != nil {
+		return witness.Answer{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return witness.Answer{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return witness.Answer{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return witness.Answer{}, fmt.Errorf("answered %s", resp.Status)
+	}
+	var l struct {
+		Found      bool            `json:"found"`
+		InProgress bool            `json:"in_progress"`
+		Status     int             `json:"status"`
+		Body       json.RawMessage `json:"body"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		return witness.Answer{}, fmt.Errorf("the answer is not JSON: %v", err)
+	}
+	switch {
+	case !l.Found:
+		return witness.Answer{Verdict: witness.NotSent, Evidence: "GET lookup?key=" + vk + ": the processor never saw the key"}, nil
+	case l.InProgress:
+		return witness.Answer{Evidence: "GET lookup?key=" + vk + ": the processor is still processing the key's request"}, nil
+	case l.Status >= 300:
+		return witness.Answer{Verdict: witness.NotSent, Evidence: fmt.Sprintf("GET lookup?key=%s: the processor rejected the request (%d)", vk, l.Status)}, nil
+	}
+	var ch Charge
+	if err := json.Unmarshal(l.Body, &ch); err != nil || ch.ID == "" {
+		return witness.Answer{}, fmt.Errorf("the processor's stored answer for key %s is not a charge: %.200s", vk, l.Body)
+	}
+	return witness.Answer{Verdict: witness.Sent, Result: ch, Evidence: fmt.Sprintf("GET lookup?key=%s: charge %s", vk, ch.ID)}, nil
 }
