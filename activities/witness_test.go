@@ -85,7 +85,7 @@ func TestChargeLookupWitness(t *testing.T) {
 		t.Fatalf("a key in progress: %+v, %v; want cannot tell", a, err)
 	}
 
-	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", 503) }))
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) }))
 	defer broken.Close()
 	a, err = activities.ChargeLookupWitness(broken.URL, nil).Ask(ctx, witness.Query{Record: store.Record{Key: "order-1/charge"}, Now: now})
 	if err == nil || !strings.HasPrefix(err.Error(), "idemgate/activities: ChargeCard key order-1/charge: the payments lookup: answered 503") {
