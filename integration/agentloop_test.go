@@ -61,6 +61,10 @@ func TestAgentLoopNormalJob(t *testing.T) {
 	}
 }
 
+// The worker stops for real after the processor charged and before the result was
+// stored: the retry asks the processor's lookup by key (a witness), which holds the
+// charge; the key is settled as sent with the charge as its result, and the job
+// finishes with it — one charge, no re-send, nobody involved.
 func TestAgentLoopWorkerStoppedAfterCharge(t *testing.T) {
 	d := newDemo(t)
 	c, err := d.CrashAfterVendor(ctxMinute(t), "ChargeCard")
@@ -68,12 +72,45 @@ func TestAgentLoopWorkerStoppedAfterCharge(t *testing.T) {
 		t.Fatalf("crash after charge: %v %v", err, c.Notes)
 	}
 	p := d.World.Payments
-	if p.Total() != 1 || p.Replays() != 1 {
-		t.Fatalf("payments: %d charges, %d replays from its own store; want 1 and 1", p.Total(), p.Replays())
+	if p.Total() != 1 || p.Replays() != 0 {
+		t.Fatalf("payments: %d charges, %d replays from its own store; want 1 and 0", p.Total(), p.Replays())
 	}
 	rs := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Activity: "ChargeCard"})
-	if got := decisionsOf(rs); got != "claimed unknown taken-over resent ran" {
+	if got := decisionsOf(rs); got != "claimed unknown resolved replayed" {
 		t.Fatalf("ChargeCard receipts %s", got)
+	}
+	if r := rs[2]; r.Actor != "witness:payments-lookup" || r.Resolution != store.ResolvedSent || !strings.Contains(r.Reason, "charge ch_") {
+		t.Fatalf("settled by %q as %q (%q); want the processor's lookup, sent, naming the charge", r.Actor, r.Resolution, r.Reason)
+	}
+}
+
+// Only a person can tell: the e-mail provider sent the message and the connection
+// dropped before its answer; it takes no key and has no lookup. The write is held
+// (refused, retried), the key is pending, a person resolves it as sent with the
+// store call of `idemgate resolve`, and the job goes on by itself with the result
+// the person gave — one e-mail, no reset.
+func TestAgentLoopPersonSettlesEmail(t *testing.T) {
+	d := newDemo(t)
+	c, err := d.PersonSettles(ctxMinute(t))
+	if err != nil || !c.OK {
+		t.Fatalf("person settles: %v %v", err, c.Notes)
+	}
+	if d.World.Email.Total() != 1 {
+		t.Fatalf("email: %d messages, want 1", d.World.Email.Total())
+	}
+	rs := receiptsOf(t, d.Store, store.ReceiptFilter{WorkflowID: c.Jobs[0], Activity: "SendEmail"})
+	got := decisionsOf(rs)
+	if !strings.HasPrefix(got, "claimed unknown refused-in-flight") || !strings.HasSuffix(got, "resolved replayed") ||
+		strings.Count(got, "ran") > 0 {
+		t.Fatalf("SendEmail receipts %s; want claimed, unknown, refused (held), resolved, replayed", got)
+	}
+	if r := rs[len(rs)-2]; r.Actor != "demo-operator" || r.Resolution != store.ResolvedSent {
+		t.Fatalf("resolved by %q as %q", r.Actor, r.Resolution)
+	}
+	for _, r := range rs {
+		if r.Decision == store.DecisionRefusedInFlight && !strings.Contains(string(r.Call), "ada@example.com") {
+			t.Fatalf("a refusal without its withheld call: %+v", r)
+		}
 	}
 }
 

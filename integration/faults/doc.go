@@ -8,7 +8,12 @@
 // (killed from the vendor simulator's side), after the answer, and after the result was
 // stored but before Temporal got the completion. A second worker process then finishes
 // the job, and the vendor simulators (package vendorsim) count what really happened:
-// side effects, duplicates, refusals that need a person, and lost writes.
+// side effects, duplicates, refusals that need a person, and lost writes. The worker
+// asks a witness before it refuses an unknown outcome (the card processor's lookup by
+// key, which the harness serves beside the vendor) and holds what no witness can
+// tell (Options.HoldUnknown); the harness reads the trial's receipts for who settled
+// each unknown outcome and checks every settlement against the vendor's ledger
+// (Shares, SharesMarkdown).
 //
 // RunMatrix runs the trials; Markdown prints the table; Violations lists what breaks
 // the promise. The tests in this package run every cell with a small number of trials

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -20,6 +23,8 @@ import (
 	"github.com/idemgate/idemgate/integration/faults/faultwf"
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/faultpoint"
+	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/vendorsim"
 )
 
@@ -48,22 +53,26 @@ type Tool struct {
 	Vendor string
 	// Keyed: the vendor deduplicates on the forwarded key.
 	Keyed bool
-	args  func(id string) map[string]any
+	// Witness: a witness can tell whether the vendor performed the write (the card
+	// processor's lookup by key, activities.ChargeLookupWitness, and its own
+	// deduplication of a re-send with the key).
+	Witness bool
+	args    func(id string) map[string]any
 }
 
 // Tools are the writes of the matrix: an idempotent write and a destructive one, each
 // to a vendor that deduplicates on the key and to one that does not.
 var Tools = []Tool{
-	{"UpsertContact", "idempotent-write", "crm", false, func(id string) map[string]any {
+	{"UpsertContact", "idempotent-write", "crm", false, false, func(id string) map[string]any {
 		return map[string]any{"email": id + "@example.com", "name": "Trial " + id, "company": "Faults"}
 	}},
-	{"CreateTicket", "idempotent-write", "tickets", true, func(id string) map[string]any {
+	{"CreateTicket", "idempotent-write", "tickets", true, false, func(id string) map[string]any {
 		return map[string]any{"subject": "trial " + id, "requester": id + "@example.com", "body": "fault trial"}
 	}},
-	{"ChargeCard", "destructive", "payments", true, func(id string) map[string]any {
+	{"ChargeCard", "destructive", "payments", true, true, func(id string) map[string]any {
 		return map[string]any{"customer": "cus_" + id, "amount": 1999, "currency": "usd", "description": "trial " + id}
 	}},
-	{"SendEmail", "destructive", "email", false, func(id string) map[string]any {
+	{"SendEmail", "destructive", "email", false, false, func(id string) map[string]any {
 		return map[string]any{"to": id + "@example.com", "subject": "trial " + id, "body": "fault trial"}
 	}},
 }
@@ -103,6 +112,10 @@ type Env struct {
 	PostgresDSN string
 	// Timeout is each attempt's start-to-close timeout. Optional: 0 means 3 s.
 	Timeout time.Duration
+	// HoldUnknown is the workers' Options.HoldUnknown: a refused unknown outcome is
+	// retried until it is settled, so a trial whose write a witness settles finishes
+	// by itself. Optional: 0 means 1 s.
+	HoldUnknown time.Duration
 }
 
 // Trial is what one trial saw.
@@ -126,6 +139,25 @@ type Trial struct {
 	Converged bool
 	// Err is a workflow failure that is not a refusal, or a harness error.
 	Err string
+
+	// Unknown: a later attempt found the write's claim with its owner gone and no
+	// outcome (it took over, re-sent, asked the witnesses or refused).
+	Unknown bool
+	// SettledBy says who settled the unknown outcome without a person:
+	// "witness:NAME (sent|not sent)", "vendor dedup (re-sent with the key)" or
+	// "idempotent re-run" ("" when nobody did).
+	SettledBy string
+	// ByPerson: a person resolved it (a DecisionResolved receipt not by a witness).
+	ByPerson bool
+	// Pending: still blocked for a person when the trial ended: the write was refused
+	// (Refused, WithCall) after its lease, when every witness had had its say, and the
+	// harness terminated the held workflow.
+	Pending bool
+	// Wrong: a settlement that contradicts the vendor's ledger: "not sent" for a
+	// write the vendor performed before the settlement, or "sent" for one it had not.
+	Wrong bool
+	// EffectsBefore is what the vendor had performed when the first worker was gone.
+	EffectsBefore int
 }
 
 // Run runs one trial of c: start a worker process, kill it with SIGKILL at the
@@ -142,8 +174,17 @@ func (e *Env) Run(ctx context.Context, c Cell, i int) (tr Trial) {
 	}
 	defer world.Close()
 	v := vendorNamed(world, c.Tool.Vendor)
+	lookup, err := serveLookup(world.Payments)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer lookup.Close()
+	hold := e.HoldUnknown
+	if hold == 0 {
+		hold = time.Second
+	}
 	spec := WorkerSpec{Bin: e.Bin, HostPort: e.HostPort, Namespace: e.Namespace, Queue: "faults-" + tr.ID, World: world,
-		KillAt: c.Boundary.Point}
+		KillAt: c.Boundary.Point, PaymentsLookup: lookup.URL, HoldUnknown: hold}
 	switch c.Store {
 	case "sqlite":
 		spec.Store = filepath.Join(e.Dir, tr.ID+".db")
@@ -194,6 +235,7 @@ func (e *Env) Run(ctx context.Context, c Cell, i int) (tr Trial) {
 		return fail("the worker was killed, but not at %s\n%s", p, first.Stderr())
 	}
 	v.SetBeforeAnswer(nil)
+	tr.EffectsBefore = v.Total()
 
 	spec.KillAt = ""
 	second, err := StartWorker(spec)
@@ -201,14 +243,29 @@ func (e *Env) Run(ctx context.Context, c Cell, i int) (tr Trial) {
 		return fail("%v", err)
 	}
 	defer second.Stop()
+	st, err := storeopen.Open(ctx, spec.Store)
+	if err != nil {
+		return fail("open the trial's store: %v", err)
+	}
+	defer st.Close()
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var out json.RawMessage
-	werr := run.Get(rctx, &out)
+	blocked, werr := e.await(rctx, st, run, &out)
+	if blocked != nil {
+		// Held for a person: the refusal carries the withheld call; nobody here can
+		// tell, so the trial ends with the key pending.
+		tr.Refused, tr.Pending = true, true
+		tr.WithCall = blocked.Activity == c.Tool.Name && strings.Contains(string(blocked.Args), tr.ID)
+		tctx, tcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = e.Client.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), "faults: held for a person")
+		tcancel()
+	}
 
 	tr.Effects, tr.Replays, tr.Records = v.Total(), v.Replays(), v.Records()
 	tr.Converged = converged(c.Tool, v, args)
 	switch {
+	case blocked != nil:
 	case werr == nil:
 		tr.Succeeded = true
 		tr.Lost = tr.Effects == 0 || !resultIsTheVendors(c.Tool, v, out)
@@ -225,8 +282,130 @@ func (e *Env) Run(ctx context.Context, c Cell, i int) (tr Trial) {
 			tr.Err = fmt.Sprintf("workflow failed: %v\nfirst worker:\n%s\nsecond worker:\n%s", werr, first.Stderr(), second.Stderr())
 		}
 	}
+	if err := tr.settlement(ctx, st, c.Tool, "faults-"+tr.ID); err != nil && tr.Err == "" {
+		tr.Err = err.Error()
+	}
 	return tr
 }
+
+// await waits for run to end, or for its write to be held for a person: refused
+// with its withheld call on an attempt that began at or after the claim's lease
+// (so every witness's answer counted), the key still unsettled. It returns the
+// workflow's error, or the withheld call when it is held.
+func (e *Env) await(ctx context.Context, st storeopen.Store, run client.WorkflowRun, out *json.RawMessage) (*interceptor.WithheldCall, error) {
+	done := make(chan error, 1)
+	go func() { done <- run.Get(ctx, out) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return nil, err
+		case <-tick.C:
+		}
+		if call := e.heldForAPerson(ctx, st, run); call != nil {
+			return call, nil
+		}
+	}
+}
+
+func (e *Env) heldForAPerson(ctx context.Context, st storeopen.Store, run client.WorkflowRun) *interceptor.WithheldCall {
+	rs, err := st.Receipts(ctx, store.ReceiptFilter{WorkflowID: run.GetID(), Decision: store.DecisionRefusedInFlight})
+	if err != nil {
+		return nil
+	}
+	late := false
+	for _, r := range rs {
+		if len(r.Call) == 0 {
+			continue
+		}
+		rec, err := st.Get(ctx, r.Key)
+		if err != nil || !store.UnknownOutcome(rec) {
+			continue
+		}
+		if !r.Time.Before(rec.Lease) {
+			late = true
+		}
+	}
+	if !late {
+		return nil
+	}
+	d, err := e.Client.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	if err != nil {
+		return nil
+	}
+	for _, pa := range d.PendingActivities {
+		if pa.LastFailure == nil {
+			continue
+		}
+		var app *temporal.ApplicationError
+		ferr := temporal.GetDefaultFailureConverter().FailureToError(pa.LastFailure)
+		var call interceptor.WithheldCall
+		if errors.As(ferr, &app) && app.Type() == interceptor.ErrTypeInFlight && app.HasDetails() && app.Details(&call) == nil {
+			return &call
+		}
+	}
+	return nil
+}
+
+type receiptLister interface {
+	Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error)
+}
+
+// settlement reads from the trial's receipts whether the write's outcome was
+// unknown and who settled it, and checks every settlement against the vendor's
+// ledger (EffectsBefore: what it had performed before anyone could settle).
+func (tr *Trial) settlement(ctx context.Context, st receiptLister, t Tool, workflowID string) error {
+	rs, err := st.Receipts(ctx, store.ReceiptFilter{WorkflowID: workflowID})
+	if err != nil {
+		return fmt.Errorf("read the trial's receipts: %v", err)
+	}
+	for _, r := range rs {
+		switch {
+		case r.Decision == store.DecisionResolved:
+			tr.Unknown = true
+			if name, ok := strings.CutPrefix(r.Actor, "witness:"); ok {
+				tr.SettledBy = "witness " + name + " (" + strings.ReplaceAll(r.Resolution, "-", " ") + ")"
+			} else {
+				tr.ByPerson = true
+			}
+			if r.Resolution == store.ResolvedNotSent && tr.EffectsBefore > 0 || r.Resolution == store.ResolvedSent && tr.EffectsBefore == 0 {
+				tr.Wrong = true
+			}
+		case r.Decision == store.DecisionTakenOver:
+			tr.Unknown = true
+			if tr.SettledBy == "" {
+				if t.Effect == "destructive" {
+					tr.SettledBy = "vendor dedup (re-sent with the key)"
+				} else {
+					tr.SettledBy = "idempotent re-run"
+				}
+			}
+		case r.Decision == store.DecisionRefusedInFlight && len(r.Call) > 0:
+			tr.Unknown = true
+		}
+	}
+	return nil
+}
+
+// serveLookup serves v's lookup by key (vendorsim.Vendor.LookupHandler) on loopback,
+// for the workers' ChargeCard witness.
+func serveLookup(v *vendorsim.Vendor) (*lookupServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("idemgate/integration/faults: the payments lookup: %w", err)
+	}
+	s := &lookupServer{URL: "http://" + ln.Addr().String() + "/lookup", srv: &http.Server{Handler: v.LookupHandler(), ReadHeaderTimeout: 10 * time.Second}}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+type lookupServer struct {
+	URL string
+	srv *http.Server
+}
+
+func (s *lookupServer) Close() { _ = s.srv.Close() }
 
 func vendorNamed(w *vendorsim.World, name string) *vendorsim.Vendor {
 	for _, v := range w.Vendors() {
@@ -279,6 +458,22 @@ type CellResult struct {
 	Lost, NotConverged, Errors        int
 	FirstError                        string
 	Wall                              time.Duration
+	// Unknown counts the trials whose write a later attempt found with an unknown
+	// outcome; Settled counts who settled them without a person (Trial.SettledBy);
+	// ByPerson, Pending and Wrong count Trial's fields of those names.
+	Unknown                  int
+	Settled                  map[string]int
+	ByPerson, Pending, Wrong int
+}
+
+// SettledWithoutAPerson is how many of the cell's unknown outcomes were settled
+// without a person.
+func (r CellResult) SettledWithoutAPerson() int {
+	n := 0
+	for _, c := range r.Settled {
+		n += c
+	}
+	return n
 }
 
 // RunMatrix runs trials trials of every cell, parallel at a time, interleaving the
@@ -324,6 +519,24 @@ func (e *Env) RunMatrix(ctx context.Context, cells []Cell, trials, parallel int,
 				}
 				if tr.Lost {
 					r.Lost++
+				}
+				if tr.Unknown {
+					r.Unknown++
+					if tr.SettledBy != "" {
+						if r.Settled == nil {
+							r.Settled = map[string]int{}
+						}
+						r.Settled[tr.SettledBy]++
+					}
+				}
+				if tr.ByPerson {
+					r.ByPerson++
+				}
+				if tr.Pending {
+					r.Pending++
+				}
+				if tr.Wrong {
+					r.Wrong++
 				}
 				if !tr.Converged && !tr.Refused {
 					r.NotConverged++
@@ -386,20 +599,76 @@ func Violations(res []CellResult) []string {
 		}
 		// A vendor-keyed destructive write killed before its request left has no
 		// evidence that its key left through the keyed transport: the gate cannot tell
-		// it from a body that called the vendor without the key, and refuses it
-		// (issue 18 item 12). Past the request, the evidence is in the claim.
+		// it from a body that called the vendor without the key, and does not re-send
+		// it (issue 18 item 12). The processor's lookup can tell: it never saw the key,
+		// so once the attempt's lease passed the witness settles it "not sent" and the
+		// held write runs once (issue 19). Past the request, the evidence is in the
+		// claim and the write is re-sent with its key.
 		noEvidence := r.Tool.Effect == "destructive" && r.Tool.Keyed && r.Boundary.N == 2
-		if r.Tool.Keyed && !noEvidence && r.Succeeded != r.Trials {
+		if r.Tool.Keyed && r.Succeeded != r.Trials {
 			bad("%d of %d succeeded; a vendor-keyed write must finish", r.Succeeded, r.Trials)
 		}
-		if noEvidence && r.Refused != r.Trials {
-			bad("refused %d of %d; a destructive write killed before its key left must be refused", r.Refused, r.Trials)
+		if noEvidence && r.Settled["witness payments-lookup (not sent)"] != r.Trials {
+			bad("%d of %d settled by the processor's lookup as not sent (%v); a destructive write killed before its key left must be settled by the witness", r.Settled["witness payments-lookup (not sent)"], r.Trials, r.Settled)
+		}
+		if r.Wrong > 0 {
+			bad("%d wrong settlements (against the vendor's ledger)", r.Wrong)
+		}
+		if r.Pending > 0 && r.Tool.Witness {
+			bad("%d of %d still pending for a person although a witness can tell", r.Pending, r.Trials)
 		}
 		if (r.Boundary.N == 1 || r.Boundary.N == 5) && r.Succeeded != r.Trials {
 			bad("%d of %d succeeded; nothing was in doubt at this boundary", r.Succeeded, r.Trials)
 		}
 	}
+	if sh := Shares(res); sh.WithWitness.Unknown > 0 && sh.WithWitness.Settled*10 < sh.WithWitness.Unknown*9 {
+		out = append(out, fmt.Sprintf("settled without a person where a witness exists: %d of %d unknown outcomes, below 90 %%",
+			sh.WithWitness.Settled, sh.WithWitness.Unknown))
+	}
 	return out
+}
+
+// Share is how many unknown outcomes were settled without a person.
+type Share struct {
+	Unknown, Settled, ByPerson, Pending, Wrong int
+}
+
+func (s Share) String() string {
+	pct := "—"
+	if s.Unknown > 0 {
+		pct = fmt.Sprintf("%.0f %%", 100*float64(s.Settled)/float64(s.Unknown))
+	}
+	return fmt.Sprintf("%d unknown outcomes, %d settled without a person (%s), %d by a person, %d still pending, %d wrong settlements",
+		s.Unknown, s.Settled, pct, s.ByPerson, s.Pending, s.Wrong)
+}
+
+// Shares sums the unknown outcomes of destructive writes where a witness exists
+// (Tool.Witness), of those where none does, and of idempotent writes (which the
+// gate re-runs by its own rule).
+func Shares(res []CellResult) (sh struct{ WithWitness, NoWitness, Idempotent Share }) {
+	for _, r := range res {
+		s := &sh.Idempotent
+		switch {
+		case r.Tool.Effect == "destructive" && r.Tool.Witness:
+			s = &sh.WithWitness
+		case r.Tool.Effect == "destructive":
+			s = &sh.NoWitness
+		}
+		s.Unknown += r.Unknown
+		s.Settled += r.SettledWithoutAPerson()
+		s.ByPerson += r.ByPerson
+		s.Pending += r.Pending
+		s.Wrong += r.Wrong
+	}
+	return sh
+}
+
+// SharesMarkdown prints Shares as a list.
+func SharesMarkdown(res []CellResult) string {
+	sh := Shares(res)
+	return fmt.Sprintf("- destructive writes where a witness exists (ChargeCard → payments: its lookup by key, its deduplication of a re-send): %s\n"+
+		"- destructive writes where no witness exists (SendEmail → email, which takes no key): %s\n"+
+		"- idempotent writes (re-run with the same key by the gate's own rule): %s\n", sh.WithWitness, sh.NoWitness, sh.Idempotent)
 }
 
 func keyedness(t Tool) string {
@@ -412,8 +681,8 @@ func keyedness(t Tool) string {
 // Markdown prints the matrix as a table.
 func Markdown(res []CellResult) string {
 	var b strings.Builder
-	b.WriteString("| boundary | effect (tool → vendor) | store | trials | vendor effects | duplicates | refusals needing a person | lost | finished | vendor replays |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| boundary | effect (tool → vendor) | store | trials | vendor effects | duplicates | refusals needing a person | lost | finished | vendor replays | unknown outcomes | settled without a person (by) | settled by a person | still pending | wrong settlements |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	rs := slices.Clone(res)
 	slices.SortStableFunc(rs, func(a, b CellResult) int {
 		if a.Store != b.Store {
@@ -430,9 +699,18 @@ func Markdown(res []CellResult) string {
 		if r.RefusedNoCall > 0 {
 			refused += fmt.Sprintf(" (%d WITHOUT the call)", r.RefusedNoCall)
 		}
-		fmt.Fprintf(&b, "| %d. %s | %s (%s → %s, %s) | %s | %d | %d | %s | %s | %d | %d | %d |\n",
+		by := "0"
+		if n := r.SettledWithoutAPerson(); n > 0 {
+			names := slices.Sorted(maps.Keys(r.Settled))
+			parts := make([]string, len(names))
+			for i, k := range names {
+				parts[i] = fmt.Sprintf("%d %s", r.Settled[k], k)
+			}
+			by = fmt.Sprintf("%d: %s", n, strings.Join(parts, ", "))
+		}
+		fmt.Fprintf(&b, "| %d. %s | %s (%s → %s, %s) | %s | %d | %d | %s | %s | %d | %d | %d | %d | %s | %d | %d | %d |\n",
 			r.Boundary.N, r.Boundary.Name, r.Tool.Effect, r.Tool.Name, r.Tool.Vendor, keyedness(r.Tool), r.Store,
-			r.Trials, r.Effects, dup, refused, r.Lost, r.Succeeded, r.Replays)
+			r.Trials, r.Effects, dup, refused, r.Lost, r.Succeeded, r.Replays, r.Unknown, by, r.ByPerson, r.Pending, r.Wrong)
 	}
 	return b.String()
 }

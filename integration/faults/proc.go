@@ -65,6 +65,12 @@ type WorkerSpec struct {
 	CPUProfile string
 	// Durability is the store's durability ("claim" or "strict"; "" is the default, claim).
 	Durability string
+	// PaymentsLookup, when set, is the URL of the card processor's lookup by key
+	// (vendorsim.Vendor.LookupHandler): the gate asks it about a ChargeCard whose
+	// outcome is unknown (activities.ChargeLookupWitness).
+	PaymentsLookup string
+	// HoldUnknown is the gate's Options.HoldUnknown (0: refuse an unknown outcome for good).
+	HoldUnknown time.Duration
 }
 
 // StartWorker starts a worker process.
@@ -79,6 +85,12 @@ func StartWorker(s WorkerSpec) (*Proc, error) {
 	}
 	if s.Durability != "" {
 		args = append(args, "--durability", s.Durability)
+	}
+	if s.PaymentsLookup != "" {
+		args = append(args, "--payments-lookup-url", s.PaymentsLookup)
+	}
+	if s.HoldUnknown > 0 {
+		args = append(args, "--hold-unknown", s.HoldUnknown.String())
 	}
 	p := &Proc{lines: make(chan string, 64), done: make(chan struct{})}
 	p.cmd = exec.Command(s.Bin, args...)

@@ -2,8 +2,9 @@
 // server (in-process unless an address is given), a SQLite store, the vendor
 // simulators, an MCP server (the go-sdk's, over streamable HTTP on loopback, with
 // mcptools.Dedup) whose tools the worker registers through mcptools, and a worker
-// running AgentLoop through the idemgate gate; seven scenarios with real retries,
-// real worker stops, a real reset and replays.
+// running AgentLoop through the idemgate gate; eight scenarios with real retries,
+// real worker stops, a real reset, replays, a charge settled by the card
+// processor's lookup (a witness) and an e-mail only a person can settle.
 // The integration tests drive the same scenarios and check the vendors' counts.
 package demo
 
@@ -12,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -28,6 +31,7 @@ import (
 	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/vendorsim"
+	"github.com/idemgate/idemgate/witness"
 	"github.com/idemgate/idemgate/workflows"
 )
 
@@ -77,6 +81,7 @@ type Demo struct {
 	gate    sdkinterceptor.WorkerInterceptor
 	census  interceptor.CensusReport
 	w       worker.Worker
+	lookup  *lookupServer
 	mu      sync.Mutex
 	events  []Event
 	out     io.Writer
@@ -151,6 +156,18 @@ func (d *Demo) setup(ctx context.Context) (err error) {
 		}
 	}
 	opts := activities.GateOptions(d.Store)
+	// The card processor answers "what did key K do?" (its lookup by key): the gate
+	// asks it about a charge whose outcome is unknown rather than re-sending the
+	// charge, and a write nobody can tell about is held until a person settles it
+	// (Options.HoldUnknown), the job going on by itself afterwards.
+	lookup, err := serveLookup(w.Payments)
+	if err != nil {
+		return err
+	}
+	d.lookup = lookup
+	delete(opts.VendorWindows, "ChargeCard")
+	opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {activities.ChargeLookupWitness(lookup.URL, nil)}}
+	opts.HoldUnknown = holdUnknown
 	d.MCP.Apply(&opts) // the annotations as hints; the shop's Dedup window as a vendor window
 	if d.gate, err = interceptor.New(opts); err != nil {
 		return err
@@ -195,6 +212,9 @@ func (d *Demo) Close() {
 		d.Server.Stop()
 	} else if d.Client != nil {
 		d.Client.Close()
+	}
+	if d.lookup != nil {
+		d.lookup.Close()
 	}
 	if d.World != nil {
 		d.World.Close()
@@ -250,6 +270,28 @@ func (d *Demo) start(ctx context.Context, id string, in workflows.AgentInput) (c
 	}
 	return run, nil
 }
+
+// holdUnknown is how soon a write held for a witness or a person is retried.
+const holdUnknown = 2 * time.Second
+
+// serveLookup serves v's lookup by key (vendorsim.Vendor.LookupHandler) on loopback.
+func serveLookup(v *vendorsim.Vendor) (*lookupServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("idemgate/examples/agentloop/demo: the payments lookup: %w", err)
+	}
+	s := &lookupServer{URL: "http://" + ln.Addr().String() + "/lookup",
+		srv: &http.Server{Handler: v.LookupHandler(), ReadHeaderTimeout: 10 * time.Second}}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+type lookupServer struct {
+	URL string
+	srv *http.Server
+}
+
+func (s *lookupServer) Close() { _ = s.srv.Close() }
 
 // jobRetry keeps the demo quick: retries 300 ms apart, and a start-to-close
 // timeout short enough that a stopped worker's attempt is retried within seconds.

@@ -32,7 +32,7 @@ type Report struct {
 	OK       bool            `json:"ok"`
 }
 
-// Run runs the seven scenarios in order and reports. The error is for what stopped
+// Run runs the eight scenarios in order and reports. The error is for what stopped
 // the demo from running; a scenario whose counts are wrong shows in Report.OK.
 func (d *Demo) Run(ctx context.Context) (Report, error) {
 	r := Report{Census: d.census.String(), Store: storeopen.Redact(d.cfg.Store), Temporal: d.cfg.TemporalAddress, OK: true}
@@ -75,6 +75,10 @@ func (d *Demo) Run(ctx context.Context) (Report, error) {
 		return d.finish(ctx, r), err
 	}
 	c, err = d.CrashAfterMCPTool(ctx)
+	if add(c, err) != nil {
+		return d.finish(ctx, r), err
+	}
+	c, err = d.PersonSettles(ctx)
 	_ = add(c, err)
 	return d.finish(ctx, r), err
 }
@@ -111,7 +115,11 @@ func (r Report) WriteTables(w io.Writer) {
 		if len(wf) > 28 {
 			wf = wf[:28]
 		}
-		fmt.Fprintf(tw, "  %s\t%.8s\t%s\t%s\t%d\t%s\n", wf, rc.Key, rc.Activity, rc.Effect, rc.Attempt, rc.Decision)
+		dec := string(rc.Decision)
+		if rc.Actor != "" {
+			dec += " by " + rc.Actor
+		}
+		fmt.Fprintf(tw, "  %s\t%.8s\t%s\t%s\t%d\t%s\n", wf, rc.Key, rc.Activity, rc.Effect, rc.Attempt, dec)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nVendor side effects:")

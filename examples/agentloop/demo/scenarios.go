@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -103,7 +104,7 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 	)
 	switch tool {
 	case "ChargeCard":
-		name = "2. the worker stopped after the card was charged, before the result was stored"
+		name = "2. the worker stopped after the card was charged; the processor's lookup settles it"
 		v = d.World.Payments
 		script = activities.Script{Goal: "Charge cus_7 for the annual plan.", Steps: []activities.Step{
 			{Tool: "GetCustomer", Args: json.RawMessage(`{"customer_id":"cus_7"}`)},
@@ -132,8 +133,14 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 	switch tool {
 	case "ChargeCard":
 		c.expect(v.Effects(key) == 1, "the card was charged %d time(s) for key %.8s, want 1", v.Effects(key), key)
-		c.expect(after.delta(before, "payments-replays") >= 1,
-			"the retry was answered from the processor's own idempotency store (%d replay(s))", after.delta(before, "payments-replays"))
+		settled, err := d.settledBy(ctx, jobID, "ChargeCard")
+		if err != nil {
+			return c, err
+		}
+		c.expect(settled.Actor == "witness:payments-lookup" && settled.Resolution == store.ResolvedSent,
+			"settled %s by %s, nobody involved (%s); the retry returned the stored charge without calling the processor",
+			orString(settled.Resolution, "-"), orString(settled.Actor, "nobody"), settled.Reason)
+		c.expect(after.delta(before, "payments-replays") == 0, "the processor answered %d re-send(s), want 0", after.delta(before, "payments-replays"))
 	case "UpsertContact":
 		rec, ok := v.Record("grace@example.com")
 		c.expect(v.Effects("grace@example.com") == 2, "the upsert ran %d time(s) with one key: a re-run of an idempotent write, want 2", v.Effects("grace@example.com"))
@@ -201,6 +208,135 @@ func (d *Demo) stopAfterActing(ctx context.Context, jobID string, script activit
 		d.cancelJob(jobID)
 		return workflows.AgentResult{}, key, fmt.Errorf("idemgate/examples/agentloop/demo: the job did not finish within 90 s of the restart")
 	}
+}
+
+// settledBy returns the resolution receipt of activity in job jobID (zero when none).
+func (d *Demo) settledBy(ctx context.Context, jobID, activity string) (store.Receipt, error) {
+	rs, err := d.Store.Receipts(ctx, store.ReceiptFilter{WorkflowID: jobID, Activity: activity, Decision: store.DecisionResolved})
+	if err != nil || len(rs) == 0 {
+		return store.Receipt{}, err
+	}
+	return rs[len(rs)-1], nil
+}
+
+// PersonSettles runs a job whose one write is an e-mail: the provider sends it, and
+// the connection drops before its answer. The provider takes no key and offers no
+// lookup, so no witness can tell: the gate holds the write (Options.HoldUnknown), the
+// key shows as pending, a person checks the provider's log and resolves it as sent
+// (the store call of `idemgate resolve --sent`), and the job goes on by itself with
+// the result the person gave. One e-mail.
+func (d *Demo) PersonSettles(ctx context.Context) (Check, error) {
+	c := Check{Scenario: "8. the e-mail's answer was lost: only a person can tell, the job goes on once resolved", OK: true}
+	jobID := d.jobID("email")
+	c.Jobs = []string{jobID}
+	d.say("== %s (job %s)", c.Scenario, jobID)
+	mail := d.World.Email
+	script := activities.Script{Goal: "Confirm Ada's order by e-mail.", Steps: []activities.Step{
+		{Tool: "SendEmail", Args: json.RawMessage(`{"to":"ada@example.com","subject":"Order confirmed","body":"Your order ships today."}`)},
+	}}
+	var once sync.Once
+	mail.SetBeforeAnswer(func(string) {
+		// Sent; the connection drops before the answer (once).
+		drop := false
+		once.Do(func() { drop = true })
+		if drop {
+			panic(http.ErrAbortHandler)
+		}
+	})
+	defer mail.SetBeforeAnswer(nil)
+	before := d.counts()
+	run, err := d.start(ctx, jobID, d.input(&script))
+	if err != nil {
+		return c, fmt.Errorf("idemgate/examples/agentloop/demo: %w", err)
+	}
+	done := make(chan error, 1)
+	var res workflows.AgentResult
+	go func() { done <- run.Get(ctx, &res) }()
+
+	// The operator's view: `idemgate pending`.
+	var rec store.Record
+	deadline := time.After(90 * time.Second)
+	for rec.Key == "" {
+		select {
+		case err := <-done:
+			return c, fmt.Errorf("idemgate/examples/agentloop/demo: the job ended before its e-mail was pending: %v", err)
+		case <-deadline:
+			d.cancelJob(jobID)
+			return c, fmt.Errorf("idemgate/examples/agentloop/demo: the e-mail was not pending within 90 s")
+		case <-time.After(100 * time.Millisecond):
+		}
+		// Pending, and held: a retry was refused with the withheld call.
+		refused, err := d.Store.Receipts(ctx, store.ReceiptFilter{WorkflowID: jobID, Decision: store.DecisionRefusedInFlight})
+		if err != nil {
+			return c, err
+		}
+		if len(refused) == 0 {
+			continue
+		}
+		ps, err := d.Store.Pending(ctx, time.Now(), 0)
+		if err != nil {
+			return c, err
+		}
+		for _, p := range ps {
+			if p.WorkflowID == jobID && p.Activity == "SendEmail" {
+				rec = p
+			}
+		}
+	}
+	call := interceptor.WithheldCall{Activity: rec.Activity, Key: rec.Key, Effect: rec.Effect, Args: rec.Args}
+	d.say("   held: no witness can tell (the provider takes no key); Temporal retries the refused write until it is settled")
+	d.say("   $ idemgate pending → %s  %s  withheld: %s", rec.Key, rec.State, call)
+	// The person checks the provider's log (here: the simulator's count) and resolves.
+	sent := mail.Total() - before["email"]
+	result := json.RawMessage(`{"message_id":"found in the provider's log"}`)
+	reason := "the provider's log shows the message to ada@example.com"
+	d.say("   the provider's log shows %d message(s) to ada@example.com", sent)
+	d.say("   $ idemgate resolve %s --sent --result reply.json --reason %q", rec.Key, reason)
+	if err := resolveSent(ctx, d.Store, rec, result, "demo-operator", reason); err != nil {
+		return c, err
+	}
+	select {
+	case err = <-done:
+	case <-time.After(90 * time.Second):
+		d.cancelJob(jobID)
+		return c, fmt.Errorf("idemgate/examples/agentloop/demo: the job did not go on within 90 s of the resolution")
+	}
+	if err != nil {
+		return c, err
+	}
+	after := d.counts()
+	c.expect(sent == 1, "the provider had sent the e-mail once before anyone resolved it (%d)", sent)
+	c.expect(res.Stopped == "done" && len(res.Steps) == 1 && res.Steps[0].Error == "",
+		"the job went on by itself once the key was resolved, no reset (stopped: %s)", res.Stopped)
+	if len(res.Steps) == 1 {
+		c.expect(strings.Contains(string(res.Steps[0].Result), "provider's log"), "SendEmail returned the result the person gave: %s", res.Steps[0].Result)
+	}
+	c.expect(after.delta(before, "email") == 1, "email performed %d side effect(s), want 1", after.delta(before, "email"))
+	settled, err := d.settledBy(ctx, jobID, "SendEmail")
+	if err != nil {
+		return c, err
+	}
+	c.expect(settled.Actor == "demo-operator" && settled.Resolution == store.ResolvedSent, "resolved %s by %s",
+		orString(settled.Resolution, "-"), orString(settled.Actor, "nobody"))
+	return c, nil
+}
+
+// resolveSent is the store call of `idemgate resolve KEY --sent --result FILE
+// --reason WHY` (cmd/idemgate/resolve.go): owner-checked, with its receipt.
+func resolveSent(ctx context.Context, st store.Store, rec store.Record, result json.RawMessage, actor, reason string) error {
+	now := time.Now()
+	t := store.Transition{Key: rec.Key, Owner: rec.Owner, Now: now, Window: interceptor.DefaultWindow}
+	t.Receipt = store.Receipt{Time: now, Key: rec.Key, Activity: rec.Activity, Effect: rec.Effect, Decision: store.DecisionResolved,
+		ArgsHash: rec.ArgsHash, WorkflowID: rec.WorkflowID, RunID: rec.RunID, Attempt: rec.Attempt,
+		Actor: actor, Reason: reason, Resolution: store.ResolvedSent}
+	var err error
+	if t.Result, t.Receipt.ResultRef, err = interceptor.EncodeResult(nil, result); err != nil {
+		return fmt.Errorf("idemgate/examples/agentloop/demo: encode the result: %w", err)
+	}
+	if err := st.Resolve(ctx, t, store.StateCompleted); err != nil {
+		return fmt.Errorf("idemgate/examples/agentloop/demo: resolve %s: %w", rec.Key, err)
+	}
+	return nil
 }
 
 // ResetPastCharge resets a finished job to its first workflow task: the workflow

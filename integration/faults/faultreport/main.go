@@ -156,6 +156,7 @@ func run(ctx context.Context) int {
 			}
 		})
 		fmt.Printf("## Fault matrix: %d trials per cell, %d at once, %s\n\n%s\n", *trials, *parallel, time.Since(start).Round(time.Second), faults.Markdown(res))
+		fmt.Printf("Unknown outcomes and who settled them:\n\n%s\n", faults.SharesMarkdown(res))
 		if v := faults.Violations(res); len(v) > 0 {
 			failed = true
 			fmt.Printf("**%d violations:**\n\n", len(v))

@@ -2,7 +2,10 @@
 // the agent's tools (package activities) behind the idemgate gate, with the harness's
 // workflows, polling one task queue of the harness's Temporal server. The harness
 // builds it with -tags idemgate_faults and kills it with SIGKILL at a write boundary
-// (IDEMGATE_KILL_AT, see internal/faultpoint), or from the vendor's side.
+// (IDEMGATE_KILL_AT, see internal/faultpoint), or from the vendor's side. With
+// --payments-lookup-url the gate asks the card processor's lookup about a ChargeCard
+// whose outcome is unknown, and with --hold-unknown a refused unknown outcome is
+// retried until a witness or a person settles it.
 //
 // On SIGUSR1 it prints "rusage <user µs> <system µs>" of its own process to stdout,
 // so the price measurement reads the worker's CPU without counting the server's.
@@ -31,6 +34,7 @@ import (
 	"github.com/idemgate/idemgate/internal/faultpoint"
 	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/witness"
 )
 
 func main() {
@@ -47,6 +51,8 @@ func run() int {
 	sticky := flag.Bool("sticky", true, "keep workflows in the sticky cache (false: a restarted worker picks them up at once)")
 	verbose := flag.Bool("v", false, "log the SDK's and the gate's lines to stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	lookup := flag.String("payments-lookup-url", "", "the card processor's lookup by key: ChargeCard's witness (activities.ChargeLookupWitness)")
+	hold := flag.Duration("hold-unknown", 0, "Options.HoldUnknown: a refused unknown outcome is retried after this, until it is settled")
 	var ep activities.Endpoints
 	flag.StringVar(&ep.Docs, "docs-url", "", "")
 	flag.StringVar(&ep.CRM, "crm-url", "", "")
@@ -104,7 +110,12 @@ func run() int {
 			return fail("%v", err)
 		}
 		defer st.Close()
-		g, err := interceptor.New(activities.GateOptions(st))
+		opts := activities.GateOptions(st)
+		opts.HoldUnknown = *hold
+		if *lookup != "" {
+			opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {activities.ChargeLookupWitness(*lookup, nil)}}
+		}
+		g, err := interceptor.New(opts)
 		if err != nil {
 			return fail("%v", err)
 		}
