@@ -43,12 +43,21 @@
 // keys that still have a record, and earlier prunes. The gate itself never
 // changes or removes a receipt.
 //
-// pending lists every claim whose outcome is unknown and that blocks its key (state
-// unknown, or claimed with its lease passed), oldest first, with the exact withheld
-// call.
+// pending lists the writes that wait on a witness or a person, oldest first, with
+// the exact withheld call: a claim whose owner is gone with the outcome unknown
+// (state unknown, or claimed with its lease passed — listed from that moment, no
+// margin), and a destructive claim whose lease still runs but on which an attempt
+// was already refused (its owner "may still be running until" the lease). A person
+// may resolve an unknown key at once and a claim from its lease plus
+// store.LeaseMargin (five minutes, for workers whose clocks run behind); pending
+// says when (RESOLVE FROM, resolvable_from). In --json, may_have_sent is true when
+// the write may have reached the vendor — its body began or its key may have left:
+// for every pending record; earlier_attempt_may_have_sent is the record's mark that
+// an attempt before the current owner's may have.
 //
 // resolve settles one pending key, owner-checked: it reads the record and moves it
-// only if nobody touched it since. --sent says the write happened: the result file
+// only if nobody touched it since. Before the claim's lease plus store.LeaseMargin it
+// refuses, and says from when it accepts the key and why. --sent says the write happened: the result file
 // (the activity's result as JSON, "-" for standard input, `null` for an activity
 // that returns only an error) is stored the way the gate stores results, and the
 // next attempt returns it without running. --not-sent says it did not: the claim is
