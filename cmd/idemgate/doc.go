@@ -10,10 +10,10 @@
 //	idemgate COMMAND [flags]
 //
 //	idemgate receipts [--key K [--namespace NS --activity NAME]] [--workflow ID] [--activity NAME]
-//	                  [--since DURATION] [--decision D] [--limit N]
+//	                  [--since DURATION] [--decision D] [--limit N] [--probes]
 //	idemgate receipts export --before T [--out FILE]
 //	idemgate receipts prune  --before T --reason WHY [--actor WHO] [--batch N]
-//	idemgate pending  [--limit N]
+//	idemgate pending  [--limit N] [--probes]
 //	idemgate resolve  KEY --sent --result FILE|- --reason WHY [--actor WHO]
 //	idemgate resolve  KEY --not-sent --reason WHY [--actor WHO]
 //	idemgate pause    --activity NAME | --effect destructive|idempotent-write [--reason WHY] [--actor WHO]
@@ -34,6 +34,13 @@
 // effect, workflow/run, attempt, decision, args hash, result reference, error (and
 // who resolved or paused, and why). --key with --namespace and --activity takes the
 // business key given to interceptor.WithKey. --since 1h shows the last hour.
+// --key shows the key's whole story, oldest first, and ends with a summary line
+// (receipts per decision, first and last time, the key's state now); with --limit N
+// the newest N of it — never the oldest rows with the resolution cut off. The
+// plugin's store check at every worker start (two receipts of activity
+// idemgate.probe, interceptor.ProbeActivity) is left out of receipts and pending
+// unless --probes (or --activity idemgate.probe) asks for it; receipts export keeps
+// them, since an archive is taken before a prune removes what it holds.
 //
 // receipts export writes every receipt older than T (a time, a date or a duration
 // ago) as JSON lines, oldest first, for an archive; --out creates the file

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/idemgate/idemgate/interceptor"
@@ -78,8 +79,10 @@ func (c *cli) pending(args []string) error {
 		"--json: may_have_sent is true when the write may have reached the vendor (its body began or its key\n"+
 		"may have left): for every pending record. earlier_attempt_may_have_sent: an attempt before the current\n"+
 		"owner's may have (an abandoned attempt, or a takeover). Never read may_have_sent false as leave to\n"+
-		"resolve --not-sent: check with the vendor.", true)
+		"resolve --not-sent: check with the vendor. The plugin's store checks at worker start (activity "+interceptor.ProbeActivity+")\n"+
+		"are left out unless --probes.", true)
 	limit := f.Int("limit", 0, "show at most N (0: all)")
+	probes := f.Bool("probes", false, "include the plugin's store checks at worker start (activity "+interceptor.ProbeActivity+")")
 	if err := f.parseNone(args); err != nil {
 		return err
 	}
@@ -92,9 +95,19 @@ func (c *cli) pending(args []string) error {
 	}
 	defer done()
 	now := c.now()
-	rs, err := st.Pending(ctx, now, *limit)
+	n := *limit
+	if !*probes {
+		n = 0 // probes are left out below: the limit counts the rest
+	}
+	rs, err := st.Pending(ctx, now, n)
 	if err != nil {
 		return err
+	}
+	if !*probes {
+		rs = slices.DeleteFunc(rs, func(r store.Record) bool { return r.Activity == interceptor.ProbeActivity })
+		if *limit > 0 && len(rs) > *limit {
+			rs = rs[:*limit]
+		}
 	}
 	if f.json {
 		out := make([]recordJSON, 0, len(rs))
