@@ -1503,7 +1503,9 @@ const (
 // The same event sequences the claim model explores, replayed through the backend:
 // every Begin's outcome, every transition's error and the record after every call
 // are what the rules (store.Decide, store.Apply, store.ApplyResolve, store.Expired)
-// say, and at the end Pending lists the key exactly when store.Blocking does.
+// say, and at the end Pending lists the key exactly when store.Blocking does (the
+// sequences append no refusal receipts, so store.Listed is store.Blocking there;
+// PendingListsRefusedLiveClaims covers the rest of store.Listed).
 // Records are dated 2001, so a Sweep never touches the other subtests' records.
 func testModelSequences(t *testing.T, s store.Store, k *keys) {
 	ctx := context.Background()
