@@ -132,7 +132,7 @@
 //
 // `idemgate pause` keeps a kill switch in the store. Before it claims a write, the
 // gate checks the pauses, re-read at most every Options.PauseRefresh (2 s): a paused
-// write fails with a retryable WriteGated that says who paused it, when and why.
+// write fails with a retryable, benign WriteGated that says who paused it, when and why.
 // Reads are never paused. When the pauses cannot be read, the last known ones stay
 // in force.
 //
@@ -140,5 +140,9 @@
 //
 // The gate's errors are top-level *temporal.ApplicationError values with the
 // ErrType* constants as types; ErrorType reads the type back from an activity error
-// in workflow code.
+// in workflow code. The expected, retryable refusals — IdempotencyInFlight while the
+// owner's lease runs, WriteGated of a pause, a refusal held by Options.HoldUnknown —
+// are in temporal.ApplicationErrorCategoryBenign: the SDK logs them at DEBUG, not as
+// ERROR, and counts no failure; their NextRetryDelay is when the answer can change
+// (the lease, the next pause refresh, the hold).
 package interceptor

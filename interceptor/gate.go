@@ -428,7 +428,9 @@ func (c *call) inFlight(rec store.Record) error {
 		"until %s. Not run twice; Temporal retries after %s.", c.name, c.effect, c.key, rec.Attempt,
 		rec.WorkflowID, rec.Lease.Format(time.RFC3339), wait.Round(time.Millisecond))
 	c.refuse(store.DecisionRefusedInFlight, msg, false)
-	return appError(msg, ErrTypeInFlight, false, wait)
+	// Expected: the owner is still within its lease. Benign, so the SDK neither logs
+	// it at ERROR nor counts a failure, and retried only once the lease passed.
+	return benignError(msg, ErrTypeInFlight, false, wait)
 }
 
 // recordSent is attempt.State.RecordSent for this attempt: evidence in the claim that

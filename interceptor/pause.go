@@ -93,5 +93,7 @@ func (c *call) pausedWrite(p store.Pause) error {
 		"Withheld call: %s. Temporal retries in %s; the write runs once `idemgate resume %s` lifts the pause.",
 		c.effect, c.name, c.key, p.Scope(), p.Actor, p.Time.Format(time.RFC3339), p.Reason, call, wait, lift)
 	c.refuse(store.DecisionGated, msg, true)
-	return appError(msg, ErrTypeWriteGated, false, wait, call)
+	// Expected while the pause lasts: benign (no ERROR log, no failure counted),
+	// retried after the next refresh of the pauses, when a resume can be seen.
+	return benignError(msg, ErrTypeWriteGated, false, wait, call)
 }

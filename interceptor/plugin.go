@@ -28,8 +28,10 @@ const PluginName = "idemgate"
 // DefaultProbeTimeout bounds the store check at worker start.
 const DefaultProbeTimeout = 10 * time.Second
 
-// probeActivity is the activity name on the probe's claim and receipts.
-const probeActivity = "idemgate.probe"
+// ProbeActivity is the activity name on the claim and the receipts of the store
+// check the plugin makes at every worker start (two receipts per start). The
+// operator's CLI leaves them out of its listings unless asked (--probes).
+const ProbeActivity = "idemgate.probe"
 
 // PluginOptions configures what only the plugin does; the gate itself is
 // configured by Options.
@@ -313,7 +315,7 @@ func (pl *Plugin) probe(ctx context.Context, instanceKey string) error {
 	st, now := pl.gate.opts.Store, pl.gate.opts.Now()
 	key, owner := "idemgate-probe:"+instanceKey, newOwner()
 	outcome, _, err := st.Begin(ctx, store.Claim{
-		Key: key, Activity: probeActivity, Effect: IdempotentWrite.String(), ArgsHash: "probe", Args: []byte("null"),
+		Key: key, Activity: ProbeActivity, Effect: IdempotentWrite.String(), ArgsHash: "probe", Args: []byte("null"),
 		Owner: owner, Lease: now.Add(pl.p.ProbeTimeout), Window: time.Minute, Now: now,
 	})
 	if err == nil && outcome != store.OutcomeClaimed {
@@ -323,7 +325,7 @@ func (pl *Plugin) probe(ctx context.Context, instanceKey string) error {
 		return pl.storeDown("claim a key", err)
 	}
 	err = st.Release(ctx, store.Transition{Key: key, Owner: owner, Now: now, Receipt: store.Receipt{
-		Time: now, Key: key, Activity: probeActivity, Effect: IdempotentWrite.String(), Decision: store.DecisionReleased,
+		Time: now, Key: key, Activity: ProbeActivity, Effect: IdempotentWrite.String(), Decision: store.DecisionReleased,
 		ArgsHash: "probe",
 	}})
 	if err != nil {

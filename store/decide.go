@@ -8,8 +8,9 @@ import (
 
 // LeaseMargin is the slack allowed past a claim's lease for workers whose clocks run
 // behind: until Lease+LeaseMargin by the store's callers' clocks, the owner may still
-// be sending. A claim is not expired, swept, listed as pending or resolved before
-// then, and a record is kept at least that long.
+// be sending. A claim is not expired, swept or resolved by a person before then, and
+// a record is kept at least that long. (Pending lists it from its lease on: see
+// Blocking.)
 const LeaseMargin = 5 * time.Minute
 
 // Expired reports whether r is forgotten at now: a later Begin treats it as absent
@@ -274,20 +275,73 @@ func (t Transition) ReceiptWithTime() Receipt {
 	return r
 }
 
-// Resolvable reports whether r's outcome is open with nobody left to settle it at
-// now: the owner ended without proof (StateUnknown), or it held the claim past its
-// lease plus LeaseMargin (StateClaimed; before then a worker whose clock runs behind
-// may still be sending). Only such a record blocks (Blocking) or may be resolved
-// (ApplyResolve).
+// Resolvable reports whether a person may settle r at now: the owner ended without
+// proof (StateUnknown), or it held the claim past its lease plus LeaseMargin
+// (StateClaimed; before then a worker whose clock runs behind may still be
+// sending). ApplyResolve of a person (no Transition.Witness) needs it; ResolvableFrom
+// says from when.
 func Resolvable(r Record, now time.Time) bool {
 	return r.State == StateUnknown || r.State == StateClaimed && !now.Before(r.Lease.Add(LeaseMargin))
 }
 
-// Blocking reports whether r blocks its key at now with an unknown outcome: it is
-// Resolvable and not Expired. A destructive write with such a record is refused
-// until a person resolves it. Pending lists these.
+// ResolvableFrom is when a person may settle r (Resolvable): r's lease plus
+// LeaseMargin for a claim, the zero time for an unknown record (at once).
+func ResolvableFrom(r Record) time.Time {
+	if r.State == StateClaimed {
+		return r.Lease.Add(LeaseMargin)
+	}
+	return time.Time{}
+}
+
+// OwnerGone reports whether r's outcome is open with its owner gone at now: the
+// owner ended without proof (StateUnknown), or its lease passed (StateClaimed; no
+// LeaseMargin: by now the attempt's deadline has passed on the owner's own clock
+// too, and Temporal has scheduled or refused the next attempt). A witness may settle
+// such a record (Settleable); a person waits for Resolvable.
+func OwnerGone(r Record, now time.Time) bool {
+	return r.State == StateUnknown || r.State == StateClaimed && !now.Before(r.Lease)
+}
+
+// Blocking reports whether r blocks its key at now with an unknown outcome: its
+// owner is gone (OwnerGone) and it is not Expired. A destructive write with such a
+// record is refused until a witness or a person settles it. Pending lists these at
+// once, before a person may resolve them (ResolvableFrom).
 func Blocking(r Record, now time.Time) bool {
-	return Resolvable(r, now) && !Expired(r, now)
+	return OwnerGone(r, now) && !Expired(r, now)
+}
+
+// RefusedWhileRunning reports whether Pending lists r at now although its owner may
+// still be running: a destructive claim whose lease has not passed, on which an
+// attempt has already been refused (refused: see RefusedSinceClaim). Such an attempt
+// has made its workflow wait, or fail when it was not retryable, so an operator
+// must see the key before its owner is gone.
+func RefusedWhileRunning(r Record, now time.Time, refused bool) bool {
+	return refused && r.Effect == EffectDestructive && r.State == StateClaimed && now.Before(r.Lease)
+}
+
+// Listed is the rule of Operator.Pending: r blocks its key (Blocking), or an attempt
+// was refused on its live claim (RefusedWhileRunning). refused is RefusedSinceClaim
+// of the key's receipts.
+func Listed(r Record, now time.Time, refused bool) bool {
+	return Blocking(r, now) || RefusedWhileRunning(r, now, refused)
+}
+
+// RefusedSinceClaim reports whether the receipts of one key, in append order, show
+// an attempt refused (DecisionRefusedInFlight) after the key's last claim or takeover
+// (DecisionClaimed, DecisionTakenOver): an attempt met the current claim and was
+// refused. Receipt IDs, not times, order them: times come from the clocks of
+// different workers. Backends that look in SQL must match it (the latest of those
+// three decisions is a refusal).
+func RefusedSinceClaim(rs []Receipt) bool {
+	for i := len(rs) - 1; i >= 0; i-- {
+		switch rs[i].Decision {
+		case DecisionRefusedInFlight:
+			return true
+		case DecisionClaimed, DecisionTakenOver:
+			return false
+		}
+	}
+	return false
 }
 
 // ApplyResolve is the rule of Resolve: a Settleable record of owner t.Owner moves
@@ -326,7 +380,7 @@ func Settleable(r Record, to State, t Transition) bool {
 	if t.Witness == "" {
 		return Resolvable(r, t.Now)
 	}
-	if r.State != StateUnknown && (r.State != StateClaimed || t.Now.Before(r.Lease)) {
+	if !OwnerGone(r, t.Now) {
 		return false
 	}
 	return to != StateReleased || !t.AskedAt.IsZero() && !t.AskedAt.Before(NotSentFrom(r))

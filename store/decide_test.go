@@ -50,3 +50,72 @@ func TestClaimExpires(t *testing.T) {
 		t.Errorf("lease past the window: Expires = %v, want lease+LeaseMargin", got)
 	}
 }
+
+// Pending's rule (store.Listed): a record whose owner is gone is listed from its
+// lease on, without LeaseMargin, while a person may resolve it only from
+// ResolvableFrom; a live destructive claim is listed once an attempt was refused on
+// it since its claim, by append order.
+func TestListedAtOnce(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	lease := t0.Add(time.Minute)
+	claimed := store.Record{Effect: store.EffectDestructive, State: store.StateClaimed, Lease: lease, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	idem := claimed
+	idem.Effect = "idempotent-write"
+	unknown := claimed
+	unknown.State = store.StateUnknown
+	for _, tc := range []struct {
+		name                    string
+		r                       store.Record
+		now                     time.Time
+		refused                 bool
+		listed, ownerGone, open bool
+	}{
+		{"live claim", claimed, lease.Add(-time.Microsecond), false, false, false, false},
+		{"live claim, refused", claimed, lease.Add(-time.Microsecond), true, true, false, false},
+		{"live idempotent claim, refused", idem, lease.Add(-time.Microsecond), true, false, false, false},
+		{"lease passed", claimed, lease, false, true, true, false},
+		{"inside the margin", claimed, lease.Add(store.LeaseMargin - time.Microsecond), false, true, true, false},
+		{"margin passed", claimed, lease.Add(store.LeaseMargin), false, true, true, true},
+		{"unknown", unknown, t0, false, true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := store.Listed(tc.r, tc.now, tc.refused); got != tc.listed {
+				t.Errorf("Listed = %v, want %v", got, tc.listed)
+			}
+			if got := store.OwnerGone(tc.r, tc.now); got != tc.ownerGone {
+				t.Errorf("OwnerGone = %v, want %v", got, tc.ownerGone)
+			}
+			if got := store.Resolvable(tc.r, tc.now); got != tc.open {
+				t.Errorf("Resolvable = %v, want %v", got, tc.open)
+			}
+		})
+	}
+	if got := store.ResolvableFrom(claimed); !got.Equal(lease.Add(store.LeaseMargin)) {
+		t.Errorf("ResolvableFrom(claim) = %v, want lease+LeaseMargin", got)
+	}
+	if got := store.ResolvableFrom(unknown); !got.IsZero() {
+		t.Errorf("ResolvableFrom(unknown) = %v, want at once (zero)", got)
+	}
+	d := func(ds ...store.Decision) []store.Receipt {
+		rs := make([]store.Receipt, len(ds))
+		for i, x := range ds {
+			rs[i] = store.Receipt{Decision: x}
+		}
+		return rs
+	}
+	for _, tc := range []struct {
+		rs   []store.Receipt
+		want bool
+	}{
+		{d(store.DecisionClaimed), false},
+		{d(store.DecisionClaimed, store.DecisionRefusedInFlight), true},
+		{d(store.DecisionClaimed, store.DecisionRefusedInFlight, store.DecisionRan), true},
+		{d(store.DecisionRefusedInFlight, store.DecisionReleased, store.DecisionClaimed), false},
+		{d(store.DecisionClaimed, store.DecisionRefusedInFlight, store.DecisionTakenOver), false},
+		{d(store.DecisionGated), false},
+	} {
+		if got := store.RefusedSinceClaim(tc.rs); got != tc.want {
+			t.Errorf("RefusedSinceClaim(%v) = %v, want %v", tc.rs, got, tc.want)
+		}
+	}
+}

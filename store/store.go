@@ -259,9 +259,13 @@ type Operator interface {
 	// many it removed. Receipts are kept.
 	Sweep(ctx context.Context, now time.Time, limit int) (int, error)
 
-	// Pending lists at most limit (<= 0: all) records that block their key at now
-	// (see Blocking): the earlier owner is gone and nobody knows whether its write
-	// happened. Oldest CreatedAt first (then by key).
+	// Pending lists at most limit (<= 0: all) records that need a witness or a
+	// person at now (see Listed): those that block their key (Blocking: the owner is
+	// gone — ended without proof, or its lease passed — and nobody knows whether its
+	// write happened), and the destructive claims still within their lease on which
+	// an attempt was already refused (RefusedWhileRunning, read from the key's
+	// receipts: RefusedSinceClaim). Oldest CreatedAt first (then by key). A person
+	// may resolve a listed record from ResolvableFrom on; a witness once OwnerGone.
 	Pending(ctx context.Context, now time.Time, limit int) ([]Record, error)
 	// Resolve settles a Resolvable record of owner t.Owner for a person or reconciler:
 	// to StateCompleted (the write happened; t.Result is returned to the next

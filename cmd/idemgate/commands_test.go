@@ -152,12 +152,22 @@ func TestPendingAndResolve(t *testing.T) {
 		if p := pending[0]; p.State != "unknown" || args.String() != string(testArgs) || p.Call != "ChargeCard("+string(testArgs)+")" || p.WorkflowID != "wf-1" {
 			t.Fatalf("pending record = %+v", p)
 		}
-		if !pending[0].MayHaveSent || pending[1].MayHaveSent {
-			t.Fatalf("may_have_sent = %v, %v; want true for the abandoned attempt, false for the claim whose owner vanished",
+		// Both may have charged: the abandoned attempt, and the claim whose owner
+		// vanished (a worker killed mid-charge). Only the first was abandoned by an
+		// attempt before the owner's.
+		if !pending[0].MayHaveSent || !pending[1].MayHaveSent {
+			t.Fatalf("may_have_sent = %v, %v; want true for both: each body may have reached the vendor",
 				pending[0].MayHaveSent, pending[1].MayHaveSent)
 		}
+		if !pending[0].EarlierMayHaveSent || pending[1].EarlierMayHaveSent {
+			t.Fatalf("earlier_attempt_may_have_sent = %v, %v; want true for the abandoned attempt, false for the first attempt's claim",
+				pending[0].EarlierMayHaveSent, pending[1].EarlierMayHaveSent)
+		}
+		if !pending[0].ResolvableFrom.IsZero() || !pending[1].ResolvableFrom.IsZero() || !pending[0].MayStillRunUntil.IsZero() {
+			t.Fatalf("pending = %+v; want both resolvable now, neither running", pending)
+		}
 		table := ok(t, "pending", "--store", b.spec)
-		for _, want := range []string{"key-unknown-01", "key-lease-gone", "claimed, lease passed", `ChargeCard([{"amount":4200`, "idemgate resolve KEY"} {
+		for _, want := range []string{"key-unknown-01", "key-lease-gone", "claimed, owner gone: lease passed", `ChargeCard([{"amount":4200`, "idemgate resolve KEY"} {
 			if !strings.Contains(table.stdout, want) {
 				t.Fatalf("pending table lacks %q:\n%s", want, table)
 			}
@@ -213,6 +223,60 @@ func TestPendingAndResolve(t *testing.T) {
 	})
 }
 
+// pending lists a blocked key at once: a claim whose lease passed a moment ago
+// (the workflow's retry was already refused for good), and a live claim on which an
+// attempt was refused, with when its owner may still run and when resolve accepts it.
+func TestPendingListsBlockedKeyAtOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		ctx := context.Background()
+		now := time.Now()
+		// A worker killed mid-charge: its lease passed a minute ago, inside the margin.
+		seed(t, st, "key-just-gone1", "wf-1", now.Add(-2*time.Minute), now.Add(-time.Minute), "")
+		// A live claim on which a retry was refused, and one nobody waits on.
+		seed(t, st, "key-refused-01", "wf-2", now.Add(-time.Minute), now.Add(time.Hour), "")
+		seed(t, st, "key-quiet-0001", "wf-3", now.Add(-time.Minute), now.Add(time.Hour), "")
+		if err := st.Append(ctx, store.Receipt{Time: now, Key: "key-refused-01", Activity: "ChargeCard", Effect: "destructive",
+			Decision: store.DecisionRefusedInFlight, ArgsHash: "hash-key-refused-01", WorkflowID: "wf-2", RunID: "run-wf-2", Attempt: 2,
+			Error: "attempt 1 holds the claim and may still be running"}); err != nil {
+			t.Fatal(err)
+		}
+		pending := decodeJSON[[]recordJSON](t, ok(t, "pending", "--store", b.spec, "--json"))
+		if len(pending) != 2 || pending[0].Key != "key-just-gone1" || pending[1].Key != "key-refused-01" {
+			t.Fatalf("pending = %+v, want the claim whose lease passed and the refused live claim", pending)
+		}
+		gone, live := pending[0], pending[1]
+		if !gone.MayHaveSent || !gone.MayStillRunUntil.IsZero() || !sameSecond(gone.ResolvableFrom, now.Add(-time.Minute+store.LeaseMargin)) {
+			t.Fatalf("the claim whose owner is gone = %+v; want may_have_sent, not running, resolvable from lease+margin", gone)
+		}
+		if !live.MayHaveSent || !sameSecond(live.MayStillRunUntil, now.Add(time.Hour)) ||
+			!sameSecond(live.ResolvableFrom, now.Add(time.Hour+store.LeaseMargin)) {
+			t.Fatalf("the refused live claim = %+v; want may_have_sent, running until its lease, resolvable from lease+margin", live)
+		}
+		table := ok(t, "pending", "--store", b.spec)
+		for _, want := range []string{"RESOLVE FROM", "claimed, owner gone: lease passed " + ts(now.Add(-time.Minute)),
+			ts(now.Add(-time.Minute + store.LeaseMargin)), "the owner may still be running until " + ts(now.Add(time.Hour)),
+			ts(now.Add(time.Hour + store.LeaseMargin))} {
+			if !strings.Contains(table.stdout, want) {
+				t.Fatalf("pending table lacks %q:\n%s", want, table)
+			}
+		}
+		if strings.Contains(table.stdout, "key-quiet-0001") {
+			t.Fatalf("pending lists a live claim nobody was refused on:\n%s", table)
+		}
+		help := idem(t, "pending", "--help")
+		for _, want := range []string{"its lease (the attempt's deadline plus twice the clock skew) passed; listed from that moment on",
+			"an attempt was already refused", "from its lease plus 5m0s", "may_have_sent is true"} {
+			if !strings.Contains(help.stdout+help.stderr, want) {
+				t.Fatalf("pending --help lacks %q:\n%s", want, help)
+			}
+		}
+	})
+}
+
+// sameSecond compares times as the CLI prints them (RFC 3339, whole seconds).
+func sameSecond(a, b time.Time) bool { return ts(a) == ts(b) }
+
 // Bad input: a clear error naming what and the fix, a non-zero exit, and the store
 // exactly as it was.
 func TestResolveRefusesBadInput(t *testing.T) {
@@ -245,9 +309,11 @@ func TestResolveRefusesBadInput(t *testing.T) {
 			{"completed", []string{"resolve", keys[2], "--not-sent", "--reason", "r"}, exitFail,
 				[]string{"already completed", "nothing to resolve"}},
 			{"live claim", []string{"resolve", keys[1], "--not-sent", "--reason", "r"}, exitFail,
-				[]string{"may still be running", "wait for the attempt"}},
+				[]string{"may still be running until its lease", "at " + ts(now.Add(time.Hour)),
+					"may resolve this key from " + ts(now.Add(time.Hour+store.LeaseMargin)), "the lease plus 5m0s", "Next step:"}},
 			{"lease passed, inside the margin", []string{"resolve", keys[4], "--not-sent", "--reason", "r"}, exitFail,
-				[]string{"may still be running", "wait for the attempt"}},
+				[]string{"its lease (the attempt's deadline plus twice the clock skew) passed at " + ts(now.Add(-time.Minute)),
+					"clock runs behind", "may resolve this key from " + ts(now.Add(-time.Minute+store.LeaseMargin)), "Next step:"}},
 			{"no reason", []string{"resolve", keys[0], "--not-sent"}, exitUsage, []string{"--reason is required"}},
 			{"blank reason", []string{"resolve", keys[0], "--not-sent", "--reason", "  "}, exitUsage, []string{"--reason is required"}},
 			{"result not JSON", []string{"resolve", keys[0], "--sent", "--result", bad, "--reason", "r"}, exitUsage,

@@ -10,10 +10,10 @@
 //	idemgate COMMAND [flags]
 //
 //	idemgate receipts [--key K [--namespace NS --activity NAME]] [--workflow ID] [--activity NAME]
-//	                  [--since DURATION] [--decision D] [--limit N]
+//	                  [--since DURATION] [--decision D] [--limit N] [--probes]
 //	idemgate receipts export --before T [--out FILE]
 //	idemgate receipts prune  --before T --reason WHY [--actor WHO] [--batch N]
-//	idemgate pending  [--limit N]
+//	idemgate pending  [--limit N] [--probes]
 //	idemgate resolve  KEY --sent --result FILE|- --reason WHY [--actor WHO]
 //	idemgate resolve  KEY --not-sent --reason WHY [--actor WHO]
 //	idemgate pause    --activity NAME | --effect destructive|idempotent-write [--reason WHY] [--actor WHO]
@@ -34,6 +34,13 @@
 // effect, workflow/run, attempt, decision, args hash, result reference, error (and
 // who resolved or paused, and why). --key with --namespace and --activity takes the
 // business key given to interceptor.WithKey. --since 1h shows the last hour.
+// --key shows the key's whole story, oldest first, and ends with a summary line
+// (receipts per decision, first and last time, the key's state now); with --limit N
+// the newest N of it — never the oldest rows with the resolution cut off. The
+// plugin's store check at every worker start (two receipts of activity
+// idemgate.probe, interceptor.ProbeActivity) is left out of receipts and pending
+// unless --probes (or --activity idemgate.probe) asks for it; receipts export keeps
+// them, since an archive is taken before a prune removes what it holds.
 //
 // receipts export writes every receipt older than T (a time, a date or a duration
 // ago) as JSON lines, oldest first, for an archive; --out creates the file
@@ -43,12 +50,21 @@
 // keys that still have a record, and earlier prunes. The gate itself never
 // changes or removes a receipt.
 //
-// pending lists every claim whose outcome is unknown and that blocks its key (state
-// unknown, or claimed with its lease passed), oldest first, with the exact withheld
-// call.
+// pending lists the writes that wait on a witness or a person, oldest first, with
+// the exact withheld call: a claim whose owner is gone with the outcome unknown
+// (state unknown, or claimed with its lease passed — listed from that moment, no
+// margin), and a destructive claim whose lease still runs but on which an attempt
+// was already refused (its owner "may still be running until" the lease). A person
+// may resolve an unknown key at once and a claim from its lease plus
+// store.LeaseMargin (five minutes, for workers whose clocks run behind); pending
+// says when (RESOLVE FROM, resolvable_from). In --json, may_have_sent is true when
+// the write may have reached the vendor — its body began or its key may have left:
+// for every pending record; earlier_attempt_may_have_sent is the record's mark that
+// an attempt before the current owner's may have.
 //
 // resolve settles one pending key, owner-checked: it reads the record and moves it
-// only if nobody touched it since. --sent says the write happened: the result file
+// only if nobody touched it since. Before the claim's lease plus store.LeaseMargin it
+// refuses, and says from when it accepts the key and why. --sent says the write happened: the result file
 // (the activity's result as JSON, "-" for standard input, `null` for an activity
 // that returns only an error) is stored the way the gate stores results, and the
 // next attempt returns it without running. --not-sent says it did not: the claim is

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
@@ -47,7 +46,7 @@ type ChargeResult struct {
 type vendor struct {
 	mu    sync.Mutex
 	calls int
-	// crashFirst: the first attempt reaches the vendor, then fails unmarked, as a
+	// crashFirst: the first call reaches the vendor, then fails unmarked, as a
 	// connection dropped after the request was written.
 	crashFirst bool
 }
@@ -57,7 +56,7 @@ func (v *vendor) ChargeCard(ctx context.Context, amount int) (ChargeResult, erro
 	v.calls++
 	n := v.calls
 	v.mu.Unlock()
-	if v.crashFirst && activity.GetInfo(ctx).Attempt == 1 {
+	if v.crashFirst && n == 1 {
 		return ChargeResult{}, errors.New("connection reset after the request was written")
 	}
 	return ChargeResult{ID: fmt.Sprintf("ch_%d", n), Amount: amount}, nil
@@ -100,6 +99,12 @@ type rig struct {
 // holds unknown outcomes and re-reads pauses every 100 ms.
 func newRig(t *testing.T, b backend, v *vendor) *rig {
 	t.Helper()
+	return newRigWith(t, b, v, server.GetDefaultClient())
+}
+
+// newRigWith is newRig whose worker uses client c (its logger and metrics handler).
+func newRigWith(t *testing.T, b backend, v *vendor, c client.Client) *rig {
+	t.Helper()
 	st, err := storeopen.Open(context.Background(), b.spec)
 	if err != nil {
 		t.Fatal(err)
@@ -109,9 +114,10 @@ func newRig(t *testing.T, b backend, v *vendor) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, b: b, v: v, c: server.GetDefaultClient(), queue: fmt.Sprintf("cli-%s-%d", t.Name(), time.Now().UnixNano())}
+	r := &rig{t: t, b: b, v: v, c: c, queue: fmt.Sprintf("cli-%s-%d", t.Name(), time.Now().UnixNano())}
 	w := worker.New(r.c, r.queue, worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
 	w.RegisterWorkflow(Checkout)
+	w.RegisterWorkflow(CheckoutKeyed)
 	w.RegisterActivity(v)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

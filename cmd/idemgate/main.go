@@ -54,7 +54,7 @@ type command struct {
 
 var commands = []command{
 	{"receipts", "list the append-only receipts; export and prune old ones", (*cli).receipts},
-	{"pending", "list claims whose outcome is unknown and that block their key", (*cli).pending},
+	{"pending", "list writes that wait on a witness or a person (owner gone with the outcome unknown, or refused while running)", (*cli).pending},
 	{"resolve", "settle a pending key: --sent (with its result) or --not-sent", (*cli).resolve},
 	{"pause", "stop every worker from running the writes of an activity or effect class", (*cli).pause},
 	{"resume", "lift a pause", (*cli).resume},

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -49,14 +53,19 @@ func (c *cli) receipts(args []string) error {
 		return err
 	}
 	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --reason WHY", "Lists the append-only receipts, oldest first.\n"+
+		"With --key: the key's whole story, oldest first, and a summary line (receipts per decision, first and last\n"+
+		"time, the key's state now); with --key and --limit N, the newest N of it.\n"+
+		"The plugin's store checks at worker start (activity "+interceptor.ProbeActivity+", two per start) are left out\n"+
+		"unless --probes or --activity "+interceptor.ProbeActivity+".\n"+
 		"`idemgate receipts export --help` and `idemgate receipts prune --help`: archive and remove old receipts.", true)
-	key := f.String("key", "", "only this key (the stored key; with --namespace and --activity, a business key)")
+	key := f.String("key", "", "only this key, its whole story (the stored key; with --namespace and --activity, a business key)")
 	ns := f.String("namespace", "", "with --key and --activity: --key is the business key given to interceptor.WithKey in this Temporal namespace")
 	wf := f.String("workflow", "", "only this workflow ID")
 	act := f.String("activity", "", "only this activity type")
 	since := f.Duration("since", 0, "only receipts of the last DURATION (e.g. 1h, 30m)")
 	decision := f.String("decision", "", "only this decision: "+decisionList())
-	limit := f.Int("limit", 100, "show at most N receipts (0: all)")
+	limit := f.Int("limit", 100, "show at most N receipts (0: all); with --key, the newest N (default: all of them)")
+	probes := f.Bool("probes", false, "include the plugin's store checks at worker start (activity "+interceptor.ProbeActivity+")")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -77,25 +86,34 @@ func (c *cli) receipts(args []string) error {
 	if err != nil {
 		return err
 	}
+	limitSet := false
+	f.Visit(func(fl *flag.Flag) { limitSet = limitSet || fl.Name == "limit" })
 	filter := store.ReceiptFilter{Key: k, WorkflowID: *wf, Activity: *act, Decision: store.Decision(*decision)}
 	if *since > 0 {
 		filter.Since = c.now().Add(-*since)
 	}
-	if *limit > 0 {
-		filter.Limit = *limit + 1 // one more tells whether there are more
-	}
+	withProbes := *probes || *act == interceptor.ProbeActivity
 	ctx, st, done, err := c.session(f)
 	if err != nil {
 		return err
 	}
 	defer done()
-	rs, err := st.Receipts(ctx, filter)
-	if err != nil {
+	var (
+		rs, story []store.Receipt
+		more      bool
+	)
+	if k != "" {
+		// A key's story is read whole: its resolution comes last, and a cap on the
+		// oldest rows would cut it off.
+		if story, _, err = listReceipts(ctx, st, filter, 0, withProbes); err != nil {
+			return err
+		}
+		rs = story
+		if limitSet && *limit > 0 && len(rs) > *limit {
+			rs, more = rs[len(rs)-*limit:], true
+		}
+	} else if rs, more, err = listReceipts(ctx, st, filter, *limit, withProbes); err != nil {
 		return err
-	}
-	more := *limit > 0 && len(rs) > *limit
-	if more {
-		rs = rs[:*limit]
 	}
 	if f.json {
 		out := make([]receiptJSON, 0, len(rs))
@@ -131,10 +149,91 @@ func (c *cli) receipts(args []string) error {
 		row(tw, ts(r.Time), r.Key, r.Activity, effectCell(r), run, attempt, d, clip(r.ArgsHash, 12), r.ResultRef, clip(note, 100))
 	}
 	tw.Flush()
-	if more {
+	switch {
+	case k != "":
+		rec, gerr := st.Get(ctx, k)
+		fmt.Fprintln(c.stdout, "\n"+keySummary(k, story, rec, gerr))
+		if more {
+			fmt.Fprintf(c.stderr, "showing the newest %d of the key's %d receipts; drop --limit to see them all\n", len(rs), len(story))
+		}
+	case more:
 		fmt.Fprintf(c.stderr, "showing the first %d receipts; narrow with --since, --key, --workflow or raise --limit\n", *limit)
 	}
 	return nil
+}
+
+// receiptLister is the one store method listReceipts needs.
+type receiptLister interface {
+	Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error)
+}
+
+// receiptPage is how many receipts listReceipts reads at a time.
+const receiptPage = 1000
+
+// listReceipts reads the receipts f matches, oldest first, paging by receipt ID,
+// and leaves out the plugin's probe rows (interceptor.ProbeActivity) unless probes:
+// at most max (0: all), and whether more matched.
+func listReceipts(ctx context.Context, st receiptLister, f store.ReceiptFilter, max int, probes bool) ([]store.Receipt, bool, error) {
+	var out []store.Receipt
+	for {
+		f.Limit = receiptPage
+		rs, err := st.Receipts(ctx, f)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, r := range rs {
+			if !probes && r.Activity == interceptor.ProbeActivity {
+				continue
+			}
+			if max > 0 && len(out) == max {
+				return out, true, nil
+			}
+			out = append(out, r)
+		}
+		if len(rs) < receiptPage {
+			return out, false, nil
+		}
+		f.AfterID = rs[len(rs)-1].ID
+	}
+}
+
+// keySummary is the last line of a key's story: how many receipts of each decision
+// (in the order they first came), the first and last time, and the key's state now.
+func keySummary(key string, rs []store.Receipt, rec store.Record, getErr error) string {
+	var order []string
+	count := map[string]int{}
+	first, last := rs[0].Time, rs[0].Time
+	for _, r := range rs {
+		d := string(r.Decision)
+		if r.Resolution != "" {
+			d += " (" + r.Resolution + ")"
+		}
+		if count[d] == 0 {
+			order = append(order, d)
+		}
+		count[d]++
+		if r.Time.Before(first) {
+			first = r.Time
+		}
+		if r.Time.After(last) {
+			last = r.Time
+		}
+	}
+	parts := make([]string, len(order))
+	for i, d := range order {
+		parts[i] = fmt.Sprintf("%s %d", d, count[d])
+	}
+	now := "no record (never claimed, or swept after its window)"
+	switch {
+	case getErr == nil:
+		now = string(rec.State)
+		if rec.State == store.StateClaimed || rec.State == store.StateUnknown {
+			now += " (see `idemgate pending`)"
+		}
+	case !errors.Is(getErr, store.ErrNotFound):
+		now = "unknown: the record could not be read: " + getErr.Error()
+	}
+	return fmt.Sprintf("key %s: %d receipts from %s to %s: %s; now %s", key, len(rs), ts(first), ts(last), strings.Join(parts, ", "), now)
 }
 
 // effectCell is a receipt's effect as the table shows it: "destructive", or

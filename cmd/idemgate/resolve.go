@@ -127,9 +127,16 @@ func resolvable(r store.Record, now time.Time) error {
 			"Its history: `idemgate receipts --key %s`", r.Key, ts(r.UpdatedAt), r.Key)
 	case r.State == store.StateClaimed && !store.Resolvable(r, now):
 		// Until the lease plus store.LeaseMargin: a worker whose clock runs behind may still send.
-		return fmt.Errorf("key %s is held by attempt %d of workflow %s, which may still be running until %s: "+
-			"its outcome is not unknown yet. Nothing changed; wait for the attempt, then look at `idemgate pending`",
-			r.Key, r.Attempt, r.WorkflowID, ts(r.Lease.Add(store.LeaseMargin)))
+		from := store.ResolvableFrom(r)
+		owner := fmt.Sprintf("its lease (the attempt's deadline plus twice the clock skew) passed at %s", ts(r.Lease))
+		if now.Before(r.Lease) {
+			owner = fmt.Sprintf("it may still be running until its lease (the attempt's deadline plus twice the clock skew) at %s", ts(r.Lease))
+		}
+		return fmt.Errorf("key %s is claimed by attempt %d of workflow %s: %s. A worker whose clock runs behind may "+
+			"still send until %s after the lease, so a person may resolve this key from %s (in %s): the lease plus %s. "+
+			"Nothing changed. Next step: check with the vendor meanwhile, and run this resolve again at or after %s",
+			r.Key, r.Attempt, r.WorkflowID, owner, store.LeaseMargin, ts(from), from.Sub(now).Round(time.Second),
+			store.LeaseMargin, ts(from))
 	case r.State != store.StateUnknown && r.State != store.StateClaimed:
 		return fmt.Errorf("key %s is in state %q, which resolve does not know; nothing changed", r.Key, r.State)
 	}

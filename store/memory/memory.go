@@ -257,7 +257,7 @@ func (s *Store) Forget(_ context.Context, r store.Record, now time.Time) (bool, 
 	return true, nil
 }
 
-// Pending lists the blocking records, oldest first.
+// Pending lists the records store.Listed names, oldest first.
 func (s *Store) Pending(_ context.Context, now time.Time, limit int) ([]store.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -266,7 +266,7 @@ func (s *Store) Pending(_ context.Context, now time.Time, limit int) ([]store.Re
 	}
 	var out []store.Record
 	for _, r := range s.records {
-		if store.Blocking(r, now) {
+		if store.Blocking(r, now) || store.RefusedWhileRunning(r, now, true) && s.refusedSinceClaim(r.Key) {
 			out = append(out, clone(r))
 		}
 	}
@@ -280,6 +280,21 @@ func (s *Store) Pending(_ context.Context, now time.Time, limit int) ([]store.Re
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// refusedSinceClaim is store.RefusedSinceClaim of key's receipts, read newest first.
+func (s *Store) refusedSinceClaim(key string) bool {
+	for i := len(s.receipts) - 1; i >= 0; i-- {
+		if r := s.receipts[i]; r.Key == key {
+			switch r.Decision {
+			case store.DecisionRefusedInFlight:
+				return true
+			case store.DecisionClaimed, store.DecisionTakenOver:
+				return false
+			}
+		}
+	}
+	return false
 }
 
 // Resolve settles a blocking record; see store.ApplyResolve.

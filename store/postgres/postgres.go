@@ -316,11 +316,18 @@ func (s *Store) Resolve(ctx context.Context, t store.Transition, to store.State)
 	return store.ErrNotOwner
 }
 
-// Pending lists the blocking records (store.Blocking), oldest first.
+// Pending lists the records store.Listed names, oldest first.
 func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
-	// store.Blocking: store.Resolvable and not store.Expired.
+	// store.Blocking (the owner gone: unknown, or the lease at or before now; and not
+	// store.Expired), or store.RefusedWhileRunning: a destructive claim within its
+	// lease whose key's latest claim, takeover or in-flight refusal receipt is a
+	// refusal (store.RefusedSinceClaim, by the receipts' (key, id) index).
 	q := `SELECT ` + recordColumns + ` FROM idemgate_records
-		WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease + $2::interval <= $1) AND ` + notExpired + `
+		WHERE state IN ('claimed', 'unknown') AND (
+			((state = 'unknown' OR lease <= $1) AND ` + notExpired + `)
+			OR (effect = 'destructive' AND state = 'claimed' AND lease > $1 AND
+				(SELECT x.decision FROM idemgate_receipts x WHERE x.key = idemgate_records.key
+					AND x.decision IN ('claimed', 'taken-over', 'refused-in-flight') ORDER BY x.id DESC LIMIT 1) = 'refused-in-flight'))
 		ORDER BY created_at, key`
 	args := []any{micro(now), store.LeaseMargin}
 	if limit > 0 {

@@ -256,11 +256,18 @@ const notExpired = `(expires_at > ? OR (state = 'claimed' AND lease > ?)
 	OR (effect = 'destructive' AND state IN ('claimed', 'unknown'))
 	OR (effect = 'destructive' AND state = 'completed' AND workflow_id <> ''))`
 
-// selectPending is store.Blocking in SQL: store.Resolvable (unknown, or claimed
-// with lease+LeaseMargin at or before now: lease <= now-LeaseMargin) and not
-// expired. Parameters: now-LeaseMargin, now, now-LeaseMargin.
+// selectPending is store.Listed in SQL: store.Blocking (unknown, or claimed with its
+// lease at or before now; and not expired), or store.RefusedWhileRunning (a
+// destructive claim whose lease is after now, and the latest of the key's claim,
+// takeover and in-flight refusal receipts is a refusal: store.RefusedSinceClaim; the
+// receipts' key index, which SQLite orders by id within a key, finds it). Parameters:
+// now, now, now-LeaseMargin, now.
 const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
-	WHERE state IN ('claimed', 'unknown') AND (state = 'unknown' OR lease <= ?) AND ` + notExpired + `
+	WHERE state IN ('claimed', 'unknown') AND (
+		((state = 'unknown' OR lease <= ?) AND ` + notExpired + `)
+		OR (effect = 'destructive' AND state = 'claimed' AND lease > ? AND
+			(SELECT x.decision FROM idemgate_receipts x WHERE x.key = idemgate_records.key
+				AND x.decision IN ('claimed', 'taken-over', 'refused-in-flight') ORDER BY x.id DESC LIMIT 1) = 'refused-in-flight'))
 	ORDER BY created_at, key`
 
 // resetHeld is store.ResetHeld in SQL.

@@ -535,10 +535,10 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, r store.Receipt) error
 	return err
 }
 
-// Pending lists the blocking records (store.Blocking), oldest first.
+// Pending lists the records store.Listed names, oldest first.
 func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
-	cut := now.Add(-store.LeaseMargin).UnixMicro()
-	q, args := selectPending, []any{cut, now.UnixMicro(), cut}
+	n := now.UnixMicro()
+	q, args := selectPending, []any{n, n, now.Add(-store.LeaseMargin).UnixMicro(), n}
 	if limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, limit)

@@ -63,6 +63,7 @@ var storeTests = []struct {
 	{"ReceiptsKeepEffectSource", testEffectSource},
 	{"ReceiptFilters", testReceiptFilters},
 	{"PendingListsBlockingRecords", testPending},
+	{"PendingListsRefusedLiveClaims", testPendingRefused},
 	{"ResolveSentStoresResult", testResolveSent},
 	{"ResolveNotSentReleases", testResolveNotSent},
 	{"ResolveIsOwnerChecked", testResolveRefused},
@@ -877,6 +878,70 @@ func testPending(t *testing.T, s store.Store, k *keys) {
 	}
 }
 
+// A destructive claim whose lease still runs is listed once an attempt has been
+// refused on it (a refused-in-flight receipt after its claim receipt): the workflow
+// waits on it, or failed. Only the current claim counts: a refusal before a re-claim
+// does not list the new claim; nor does a refusal on an idempotent write's claim,
+// which the next attempt takes over by itself.
+func testPendingRefused(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	base := farBase()
+	refusal := func(key, activity, effect string, at time.Time) {
+		t.Helper()
+		if err := s.Append(ctx, store.Receipt{Time: at, Key: key, Activity: activity, Effect: effect,
+			Decision: store.DecisionRefusedInFlight, ArgsHash: "h1", WorkflowID: "wf", Attempt: 2,
+			Error: "holds the claim and may still be running"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending := func(at time.Time) string {
+		t.Helper()
+		rs, err := s.Pending(ctx, at, 0)
+		if err != nil {
+			t.Fatalf("Pending: %v", err)
+		}
+		return fmt.Sprint(ours(k, rs))
+	}
+	live, quiet, idem := k.key("live"), k.key("quiet"), k.key("idem")
+	for i, key := range []string{live, quiet} {
+		c := claim(key, "a", "h1", base.Add(time.Duration(i)*time.Second))
+		c.Lease = base.Add(time.Hour)
+		begin(t, s, c, store.OutcomeClaimed)
+	}
+	ic := claim(idem, "a", "h1", base.Add(2*time.Second))
+	ic.Activity, ic.Effect, ic.Lease = "UpsertContact", "idempotent-write", base.Add(time.Hour)
+	begin(t, s, ic, store.OutcomeClaimed)
+	now := base.Add(time.Minute)
+	if got := pending(now); got != "[]" {
+		t.Fatalf("Pending with live claims nobody was refused on = %s, want none", got)
+	}
+	refusal(live, "ChargeCard", "destructive", now)
+	refusal(idem, "UpsertContact", "idempotent-write", now)
+	// Append order decides, not time: quiet's refusal carries a time before its claim
+	// (the refusing worker's clock behind).
+	refusal(quiet, "ChargeCard", "destructive", now.Add(-time.Hour))
+	if got := pending(now); got != "[live quiet]" {
+		t.Fatalf("Pending after refusals on live claims = %s, want the destructive ones, oldest first", got)
+	}
+	// The owner released quiet (nothing sent); a new claim starts with no refusal on it.
+	if err := s.Release(ctx, tr(quiet, "a", now, store.DecisionReleased)); err != nil {
+		t.Fatal(err)
+	}
+	c := claim(quiet, "b", "h1", now.Add(time.Second))
+	c.Lease = base.Add(2 * time.Hour)
+	begin(t, s, c, store.OutcomeClaimed)
+	if got := pending(now.Add(2 * time.Second)); got != "[live]" {
+		t.Fatalf("Pending after a re-claim = %s, want only the claim refused since its claim", got)
+	}
+	// Once the owner completes, nothing is pending.
+	if err := s.Complete(ctx, tr(live, "a", now.Add(3*time.Second), store.DecisionRan)); err != nil {
+		t.Fatal(err)
+	}
+	if got := pending(now.Add(4 * time.Second)); got != "[]" {
+		t.Fatalf("Pending after the owner completed = %s, want none", got)
+	}
+}
+
 func resolveTr(key, owner string, now time.Time, resolution string) store.Transition {
 	t := tr(key, owner, now, store.DecisionResolved)
 	t.Receipt.Actor, t.Receipt.Reason, t.Receipt.Resolution = "alice", "checked the vendor dashboard", resolution
@@ -922,13 +987,22 @@ func testResolveNotSent(t *testing.T, s store.Store, k *keys) {
 	c := claim(key, "a", "h1", base)
 	c.Lease = base.Add(10 * time.Second)
 	begin(t, s, c, store.OutcomeClaimed)
-	// The owner never came back: its lease passed while it held the claim. Until
-	// LeaseMargin after the lease a worker whose clock runs behind may still be
-	// sending: the claim neither blocks nor may be resolved.
+	// The owner never came back: its lease passed while it held the claim. From the
+	// lease on it blocks the key and Pending lists it, so an operator sees it at once;
+	// but until LeaseMargin after the lease a worker whose clock runs behind may still
+	// be sending, and a person may not resolve it yet.
 	open := c.Lease.Add(store.LeaseMargin)
 	early := open.Add(-time.Microsecond)
-	if rs, err := s.Pending(ctx, early, 0); err != nil || len(ours(k, rs)) != 0 {
-		t.Fatalf("Pending one microsecond before lease+LeaseMargin = %v, %v; want nothing", ours(k, rs), err)
+	if rs, err := s.Pending(ctx, c.Lease.Add(-time.Microsecond), 0); err != nil || len(ours(k, rs)) != 0 {
+		t.Fatalf("Pending one microsecond before the lease = %v, %v; want nothing (nobody was refused on it)", ours(k, rs), err)
+	}
+	for _, at := range []time.Time{c.Lease, early} {
+		if rs, err := s.Pending(ctx, at, 0); err != nil || fmt.Sprint(ours(k, rs)) != "[not-sent]" {
+			t.Fatalf("Pending at %v (lease %v) = %v, %v; want the claim: its owner is gone", at, c.Lease, ours(k, rs), err)
+		}
+	}
+	if got := store.ResolvableFrom(get(t, s, key)); !got.Equal(open) {
+		t.Fatalf("ResolvableFrom = %v, want lease+LeaseMargin %v", got, open)
 	}
 	if err := s.Resolve(ctx, resolveTr(key, "a", early, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("Resolve(not sent) one microsecond before lease+LeaseMargin = %v, want ErrNotOwner", err)
@@ -1429,7 +1503,9 @@ const (
 // The same event sequences the claim model explores, replayed through the backend:
 // every Begin's outcome, every transition's error and the record after every call
 // are what the rules (store.Decide, store.Apply, store.ApplyResolve, store.Expired)
-// say, and at the end Pending lists the key exactly when store.Blocking does.
+// say, and at the end Pending lists the key exactly when store.Blocking does (the
+// sequences append no refusal receipts, so store.Listed is store.Blocking there;
+// PendingListsRefusedLiveClaims covers the rest of store.Listed).
 // Records are dated 2001, so a Sweep never touches the other subtests' records.
 func testModelSequences(t *testing.T, s store.Store, k *keys) {
 	ctx := context.Background()
