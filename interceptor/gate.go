@@ -472,13 +472,20 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 			rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339), store.LeaseMargin)
 	}
 	hold := c.r.opts.HoldUnknown
+	// A witness that said "not sent" too early settles the key once its answer counts
+	// (store.NotSentFrom): the retry that asks again comes then.
+	counts, early := earlyNotSent(said)
+	untilCounts := ceilSecond(counts.Sub(c.now) + time.Second)
 	// Held only while the record outlives the next retry: a destructive record with no
 	// known outcome never expires (store.Expired); any other would be forgotten past
 	// its window, and the retry after that would send the write again.
 	if hold > 0 && (store.UnknownOutcome(rec) || c.now.Add(2*hold).Before(rec.ExpiresAt)) {
-		// Retried no sooner than the point where the answer can change: a witness's
-		// "not sent" counts from the owner's lease on.
-		delay := max(hold, (rec.Lease.Sub(c.now) + 2*time.Second - 1).Truncate(time.Second))
+		// Retried no sooner than the point where the answer can change: a witness can
+		// settle once the owner's lease passed, and its early "not sent" from then on.
+		delay := max(hold, ceilSecond(rec.Lease.Sub(c.now)+time.Second))
+		if early {
+			delay = max(delay, untilCounts)
+		}
 		msg += fmt.Sprintf(" Held: Temporal retries in %s until the key is settled by a witness or a person "+
 			"(Options.HoldUnknown), and the workflow goes on by itself once it is.", delay)
 		if rp := c.info.RetryPolicy; rp != nil && rp.MaximumAttempts > 0 && c.info.Attempt >= rp.MaximumAttempts {
@@ -488,12 +495,37 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		c.refuse(store.DecisionRefusedInFlight, msg, true)
 		return benignError(msg, ErrTypeInFlight, false, delay, call)
 	}
+	if early && (store.UnknownOutcome(rec) || c.now.Add(2*untilCounts).Before(rec.ExpiresAt)) {
+		// Not refused for good when a witness will settle the key: its "not sent" counts
+		// from then, and the retry asks it again.
+		msg += fmt.Sprintf(" A witness said not sent; its answer counts from %s, so Temporal retries in %s and the "+
+			"write runs then if it still says so.", counts.Format(time.RFC3339), untilCounts)
+		c.refuse(store.DecisionRefusedInFlight, msg, true)
+		return benignError(msg, ErrTypeInFlight, false, untilCounts, call)
+	}
 	if hold > 0 {
 		msg += fmt.Sprintf(" Refused for good: the key's record expires at %s, before the hold could end "+
 			"(Options.HoldUnknown %s, Options.Window).", rec.ExpiresAt.Format(time.RFC3339), hold)
 	}
 	c.refuse(store.DecisionRefusedInFlight, msg, true)
 	return appError(msg, ErrTypeInFlight, true, 0, call)
+}
+
+// earlyNotSent is the earliest time an early "not sent" in said counts from
+// (witness.Said.CountsFrom), and whether there is one.
+func earlyNotSent(said witness.Report) (time.Time, bool) {
+	var at time.Time
+	for _, s := range said.Said {
+		if s.Early && !s.CountsFrom.IsZero() && (at.IsZero() || s.CountsFrom.Before(at)) {
+			at = s.CountsFrom
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// ceilSecond rounds d up to whole seconds (a retry delay Temporal shows plainly).
+func ceilSecond(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 // noResend says why a write named in Options.VendorWindows is not re-sent.
