@@ -290,7 +290,8 @@ func (e *Env) Run(ctx context.Context, c Cell, i int) (tr Trial) {
 
 // await waits for run to end, or for its write to be held for a person: refused
 // with its withheld call on an attempt that began at or after the claim's lease
-// (so every witness's answer counted), the key still unsettled. It returns the
+// plus store.LeaseMargin (store.NotSentFrom: so every witness's answer counted),
+// the key still unsettled. It returns the
 // workflow's error, or the withheld call when it is held.
 func (e *Env) await(ctx context.Context, st storeopen.Store, run client.WorkflowRun, out *json.RawMessage) (*interceptor.WithheldCall, error) {
 	done := make(chan error, 1)
@@ -323,7 +324,7 @@ func (e *Env) heldForAPerson(ctx context.Context, st storeopen.Store, run client
 		if err != nil || !store.UnknownOutcome(rec) {
 			continue
 		}
-		if !r.Time.Before(rec.Lease) {
+		if !r.Time.Before(store.NotSentFrom(rec)) {
 			late = true
 		}
 	}
@@ -601,7 +602,7 @@ func Violations(res []CellResult) []string {
 		// evidence that its key left through the keyed transport: the gate cannot tell
 		// it from a body that called the vendor without the key, and does not re-send
 		// it (issue 18 item 12). The processor's lookup can tell: it never saw the key,
-		// so once the attempt's lease passed the witness settles it "not sent" and the
+		// so once the attempt's lease plus store.LeaseMargin passed the witness settles it "not sent" and the
 		// held write runs once (issue 19). Past the request, the evidence is in the
 		// claim and the write is re-sent with its key.
 		noEvidence := r.Tool.Effect == "destructive" && r.Tool.Keyed && r.Boundary.N == 2
