@@ -80,7 +80,8 @@ type Resource struct {
 //
 //   - a resource found: sent, with Lookup.Read's result (or none);
 //   - nothing under the key, from an Authoritative lookup: not sent;
-//   - nothing, from a lookup that is not authoritative; no evidence; evidence that
+//   - nothing, from a lookup that is not authoritative or from a URL the vendor
+//     redirected the lookup to (on the same host); no evidence; evidence that
 //     names another profile, another host, or a second way out: cannot tell;
 //   - an error, a status other than 2xx (and AbsentStatus), an answer too large, a
 //     timeout: an error, which settles nothing.
@@ -203,6 +204,13 @@ func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answe
 		}
 		return witness.Answer{Verdict: witness.Sent, Result: found.Result, NoResult: found.NoResult,
 			Evidence: fmt.Sprintf("%s, found %s under vendor key %s", evidence, id, vkey)}, nil
+	case redirected(resp.Request.URL, req.URL):
+		// "Nothing under the key" is the word of the lookup the user declared
+		// authoritative, not of whatever route the vendor sent it on to (an API version
+		// moved, a gateway's rewrite, a list without the filter).
+		return witness.Answer{Verdict: witness.CannotTell, Evidence: fmt.Sprintf("%s, redirected to %s, which holds "+
+			"nothing under vendor key %s: only the lookup's own URL answers for the key", evidence,
+			secrets.Redact(resp.Request.URL.String()), vkey)}, nil
 	case w.l.Authoritative:
 		return witness.Answer{Verdict: witness.NotSent,
 			Evidence: fmt.Sprintf("%s, nothing under vendor key %s (an authoritative lookup)", evidence, vkey)}, nil
@@ -217,4 +225,10 @@ func sentVia(ss []store.Sent) string {
 		parts[i] = s.Via + " to " + s.Host
 	}
 	return strings.Join(parts, ", ")
+}
+
+// redirected reports whether the answer came from another URL than the lookup's
+// (a redirect on the same host: another host is refused before).
+func redirected(got, asked *url.URL) bool {
+	return got.Path != asked.Path || got.RawQuery != asked.RawQuery || !strings.EqualFold(got.Scheme, asked.Scheme)
 }
