@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/idemhttp"
+	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/witness"
 )
 
@@ -24,7 +25,8 @@ import (
 //   - It stored a rejection (4xx): NotSent — the card was not charged.
 //   - It never saw the key: NotSent. That is authoritative for this processor: it
 //     performs no charge without an Idempotency-Key and remembers every key for its
-//     window (idemhttp.Stripe.Window), so for a record older than the window it
+//     window (idemhttp.Stripe.Window), so for a record older than the window (less
+//     twice the default clock skew: the processor counts by its own clock) it
 //     cannot tell. The gate counts a "not sent" only when it was asked after the
 //     attempt's lease (store.Settleable).
 //   - A request still in progress: CannotTell. A lookup that fails: an error, which
@@ -46,9 +48,12 @@ func ChargeLookupWitness(lookupURL string, client *http.Client) witness.Witness 
 }
 
 func askChargeLookup(ctx context.Context, client *http.Client, lookupURL string, q witness.Query) (witness.Answer, error) {
-	if !q.Record.CreatedAt.IsZero() && q.Now.Sub(q.Record.CreatedAt) >= idemhttp.Stripe.Window {
-		return witness.Answer{Evidence: fmt.Sprintf("the key was claimed at %s, longer ago than the processor's %s window",
-			q.Record.CreatedAt.Format(time.RFC3339), idemhttp.Stripe.Window)}, nil
+	// The processor counts its window by its own clock: stop 2×clock skew before it
+	// ends, as the gate's re-send does (attempt.InVendorWindow).
+	if c := q.Record.CreatedAt; !c.IsZero() && !attempt.InVendorWindow(c, q.Now, idemhttp.Stripe.Window, attempt.DefaultClockSkew) {
+		return witness.Answer{Evidence: fmt.Sprintf("the key was claimed at %s: the processor's %s window (less %s of "+
+			"clock skew) has passed, so it may have forgotten the key", c.Format(time.RFC3339), idemhttp.Stripe.Window,
+			2*attempt.DefaultClockSkew)}, nil
 	}
 	vk, err := idemhttp.Stripe.VendorKey(q.Record.Key)
 	if err != nil {
