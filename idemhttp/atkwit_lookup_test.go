@@ -58,3 +58,38 @@ func TestAtkWitRedirectedAbsentIsNotNotSent(t *testing.T) {
 			"holds the key under the lookup's own route", ans.Evidence)
 	}
 }
+
+// TestAtkWitAuthoritativeNothingAfterTheVendorsWindow: the simulated processor's
+// lookup reads its idempotency store (GET /v1/charges?idempotency_key=K), as a
+// vendor's lookup by key does; a real vendor forgets a key after its window
+// (Profile.Window: 24 h for Stripe). A key left pending for a day (nobody resolved
+// it) and then asked about — by the gate's next attempt, the plugin's background
+// reconciler or `idemgate reconcile` — finds nothing under the key, and the
+// witness's authoritative "not sent" releases it: the charge runs a second time.
+// The transport refuses to re-send past the same window (attempt.InVendorWindow);
+// the lookup must not tell "not sent" past it either.
+func TestAtkWitAuthoritativeNothingAfterTheVendorsWindow(t *testing.T) {
+	w := startWorld(t)
+	lw := mustLookup(t, idemhttp.Stripe, chargeLookup(w.Payments.URL)) // the processor forgot the key: it holds nothing
+	rec := unknownRecord("order-77/charge", store.Sent{Via: lw.Name(), Host: hostOf(t, w.Payments.URL), Window: idemhttp.Stripe.Window})
+	now := time.Now()
+	rec.CreatedAt, rec.Lease = now.Add(-25*time.Hour), now.Add(-25*time.Hour+time.Minute)
+	a, err := lw.Ask(context.Background(), witness.Query{Record: rec, Now: now})
+	if err == nil && a.Verdict == witness.NotSent {
+		t.Fatalf("a key claimed 25 h ago, past the vendor's %s window, settles not sent on an empty lookup: %s",
+			idemhttp.Stripe.Window, a.Evidence)
+	}
+	// Inside the window the answer stands.
+	rec.CreatedAt, rec.Lease = now.Add(-time.Hour), now.Add(-time.Hour+time.Minute)
+	if a, err := lw.Ask(context.Background(), witness.Query{Record: rec, Now: now}); err != nil || a.Verdict != witness.NotSent {
+		t.Fatalf("inside the window: %+v, %v; want not sent", a, err)
+	}
+	// A lookup of resources kept for ever says so (Lookup.Remembers).
+	l := chargeLookup(w.Payments.URL)
+	l.Remembers = idemhttp.NoExpiry
+	rec.CreatedAt = now.Add(-25 * time.Hour)
+	if a, err := mustLookup(t, idemhttp.Stripe, l).Ask(context.Background(), witness.Query{Record: rec, Now: now}); err != nil ||
+		a.Verdict != witness.NotSent {
+		t.Fatalf("a lookup that remembers for ever, 25 h on: %+v, %v; want not sent", a, err)
+	}
+}

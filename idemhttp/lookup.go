@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/attempt"
 	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/witness"
@@ -45,6 +46,14 @@ type Lookup struct {
 	// counts once the attempt's lease passed, see store.Settleable); otherwise an
 	// empty answer is "cannot tell". Optional: defaults to false.
 	Authoritative bool
+	// Remembers is how long the lookup finds what a key produced, from when the
+	// vendor received it: an Authoritative "nothing under the key" counts only
+	// inside it (less twice the clock skew, as the transport's re-send), since a
+	// lookup that reads the vendor's idempotency store finds nothing once the
+	// vendor forgot the key. Optional: 0 means the profile's Window (how long the
+	// vendor remembers a key), or no bound when the profile has none; NoExpiry for a
+	// lookup of resources the vendor keeps for ever (GET /things/{key}).
+	Remembers time.Duration
 	// Skew is how far the vendor's clock may be from the workers' when a resource
 	// says when it was created (Resource.Created). Optional: 0 means one minute.
 	Skew time.Duration
@@ -80,8 +89,9 @@ type Resource struct {
 //
 //   - a resource found: sent, with Lookup.Read's result (or none);
 //   - nothing under the key, from an Authoritative lookup: not sent;
-//   - nothing, from a lookup that is not authoritative or from a URL the vendor
-//     redirected the lookup to (on the same host); no evidence; evidence that
+//   - nothing, from a lookup that is not authoritative, from a URL the vendor
+//     redirected the lookup to (on the same host), or once the vendor may have
+//     forgotten the key (Lookup.Remembers); no evidence; evidence that
 //     names another profile, another host, or a second way out: cannot tell;
 //   - an error, a status other than 2xx (and AbsentStatus), an answer too large, a
 //     timeout: an error, which settles nothing.
@@ -211,6 +221,11 @@ func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answe
 		return witness.Answer{Verdict: witness.CannotTell, Evidence: fmt.Sprintf("%s, redirected to %s, which holds "+
 			"nothing under vendor key %s: only the lookup's own URL answers for the key", evidence,
 			secrets.Redact(resp.Request.URL.String()), vkey)}, nil
+	case w.l.Authoritative && w.forgot(rec, q.Now):
+		return witness.Answer{Verdict: witness.CannotTell, Evidence: fmt.Sprintf("%s, nothing under vendor key %s; "+
+			"but the key was first claimed at %s, and the lookup finds a key for %s (Lookup.Remembers, else the "+
+			"profile's Window; less %s of clock skew): the vendor may have forgotten it", evidence, vkey,
+			rec.CreatedAt.UTC().Format(time.RFC3339), w.remembers(), 2*attempt.DefaultClockSkew)}, nil
 	case w.l.Authoritative:
 		return witness.Answer{Verdict: witness.NotSent,
 			Evidence: fmt.Sprintf("%s, nothing under vendor key %s (an authoritative lookup)", evidence, vkey)}, nil
@@ -231,4 +246,24 @@ func sentVia(ss []store.Sent) string {
 // (a redirect on the same host: another host is refused before).
 func redirected(got, asked *url.URL) bool {
 	return got.Path != asked.Path || got.RawQuery != asked.RawQuery || !strings.EqualFold(got.Scheme, asked.Scheme)
+}
+
+// remembers is how long the lookup finds a key (Lookup.Remembers, else the
+// profile's Window); 0 or NoExpiry: no bound.
+func (w *lookupWitness) remembers() time.Duration {
+	if w.l.Remembers > 0 {
+		return w.l.Remembers
+	}
+	return w.p.Window
+}
+
+// forgot reports whether the vendor may have forgotten rec's key by now: its
+// lookup's memory, counted from the first claim, has passed (less twice the clock
+// skew, as attempt.InVendorWindow for a re-send).
+func (w *lookupWitness) forgot(rec store.Record, now time.Time) bool {
+	m := w.remembers()
+	if m <= 0 || m >= NoExpiry {
+		return false
+	}
+	return rec.CreatedAt.IsZero() || !attempt.InVendorWindow(rec.CreatedAt, now, m, attempt.DefaultClockSkew)
 }
