@@ -189,9 +189,17 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if st != nil {
 		// Evidence for the gate, before the key leaves: a re-send of an unknown outcome
-		// that relies on the vendor's deduplication (Options.VendorWindows) rests on it.
-		// Not recorded (a store error) only makes that re-send be refused: send anyway.
-		_ = st.Sending(ctx, attempt.Sent{Via: "idemhttp:" + t.p.Name, Host: req.URL.Host, Window: t.dedupWindow()})
+		// that relies on the vendor's deduplication (Options.VendorWindows) and a
+		// witness that reads the evidence (LookupWitness: "through this profile and
+		// nothing else") rest on it naming every exit the key took. Not recorded (a
+		// store error): withheld, as on any store outage — sent anyway, the record
+		// would name the other exits only.
+		if err := st.Sending(ctx, attempt.Sent{Via: "idemhttp:" + t.p.Name, Host: req.URL.Host, Window: t.dedupWindow()}); err != nil {
+			closeBody(req)
+			t.observe(st, attempt.Observation{Outcome: attempt.NotSent, Detail: "withheld: the evidence was not stored: " + err.Error()})
+			return nil, t.refuse(req, st, err, true, "the evidence that the key leaves for "+req.URL.Host+
+				" could not be stored in the claim store", "let Temporal retry the activity once the store answers")
+		}
 	}
 
 	resp, err := t.base.RoundTrip(out)

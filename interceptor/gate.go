@@ -439,7 +439,7 @@ func (c *call) recordSent(ctx context.Context, s attempt.Sent) error {
 	err := c.r.opts.Store.RecordSent(ctx, c.key, c.owner, s)
 	if err != nil {
 		activity.GetLogger(c.ctx).Warn("idemgate: the evidence that the key left through the keyed transport is not "+
-			"stored; an unknown outcome of this attempt will be refused, not re-sent", "activity", c.name, "key", c.key,
+			"stored; the keyed transport withholds the request (not sent)", "activity", c.name, "key", c.key,
 			"via", s.Via, "host", s.Host, "error", err)
 	}
 	return err

@@ -661,7 +661,17 @@ func (b *Bridge) call(ctx context.Context, t *tool, args map[string]any) (*Resul
 			// may first have left.
 			p.Meta[MetaSentSince] = st.FirstClaimed.Add(-2 * st.Skew()).UTC().Format(time.RFC3339Nano)
 		}
-		b.sending(ctx)
+		if err := b.sending(ctx); err != nil {
+			// Every exit the key takes must be in the evidence before it does (a re-send
+			// relying on Dedup and the witnesses read it): withheld, as on a store outage.
+			// Not marked NotCommitted: the observation says this call sent nothing, and
+			// the gate weighs it with the attempt's other exits.
+			observe(ctx, attempt.Observation{Outcome: attempt.NotSent, Detail: "withheld: the evidence was not stored"})
+			return nil, temporal.NewApplicationError(fmt.Sprintf("idemgate/mcptools: %s: the call was not sent: the "+
+				"evidence that key %s leaves for server %s could not be stored in the claim store (%v). Next step: "+
+				"Temporal retries the activity; check the claim store if it goes on", t.activity, key, b.server,
+				secrets.ScrubError(err, b.endpoint)), "McpNotSent", nil)
+		}
 	}
 	// How many HTTP requests of this call got a connection: a refused dial proves
 	// nothing left only if none did (another try may have written it), and an HTTP
@@ -758,12 +768,13 @@ func (b *Bridge) windowPassed(ctx context.Context) string {
 }
 
 // sending records, before the key leaves in _meta, the evidence a re-send relying on
-// the server's Dedup rests on (interceptor.Options.VendorWindows, from DedupWindow);
-// a store error only makes that re-send be refused.
-func (b *Bridge) sending(ctx context.Context) {
+// the server's Dedup (interceptor.Options.VendorWindows, from DedupWindow) and the
+// witnesses rest on; an error means it is not recorded, and the call must not leave.
+func (b *Bridge) sending(ctx context.Context) error {
 	if st, ok := attempt.FromContext(ctx); ok {
-		_ = st.Sending(ctx, attempt.Sent{Via: "mcp:" + b.server, Host: b.server, Window: b.opts.DedupWindow})
+		return st.Sending(ctx, attempt.Sent{Via: "mcp:" + b.server, Host: b.server, Window: b.opts.DedupWindow})
 	}
+	return nil
 }
 
 // callFailed says what a failed tools/call means for the gate; conns is how many HTTP

@@ -106,9 +106,10 @@ type Sent = store.Sent
 
 // Sending is what a keyed transport calls just before it writes a request that
 // carries the key: when the gate asked for evidence (RecordSent), it is recorded
-// in the store, once per attempt and destination, before the request may leave. An
-// error is returned for the transport to ignore or report: the request may still be
-// sent, since a missing evidence only makes a later re-send be refused.
+// in the store, once per attempt and destination, before the request may leave. On
+// an error the transport must withhold the request (not sent): the evidence must
+// name every exit the key took, since a re-send relying on a vendor's window and a
+// witness that answers "through this exit and nothing else" read it.
 func (s *State) Sending(ctx context.Context, to Sent) error {
 	if s == nil || s.RecordSent == nil {
 		return nil
