@@ -61,7 +61,7 @@ func ExampleLookupWitness() {
 	}
 	host := strings.TrimPrefix(sim.Payments.URL, "http://")
 	for _, k := range []string{key, "a key that never reached the processor"} {
-		rec := store.Record{Key: k, Activity: "ChargeCard", State: store.StateUnknown,
+		rec := store.Record{Key: k, Activity: "ChargeCard", State: store.StateUnknown, CreatedAt: time.Now().Add(-time.Minute),
 			Sent: []store.Sent{{Via: "idemhttp:stripe", Host: host, Window: 24 * time.Hour}}}
 		a, err := charges.Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()})
 		if err != nil {
