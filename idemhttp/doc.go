@@ -109,7 +109,8 @@
 // (hashed when it did not fit the vendor's rules). Found, the key settles as sent and
 // Lookup.Read's result is what the retry returns; nothing under the key, from a lookup
 // that is Authoritative, settles it as not sent — once the lost attempt's lease has
-// passed, never before (store.Settleable). Register it in
+// passed, never before (store.Settleable), and only while the vendor remembers the
+// key (Lookup.Remembers). Register it in
 // interceptor.Options.Witnesses. It answers only for a record whose evidence shows the
 // key left through this profile's transport to the host it asks, and nothing else
 // (the transport records that evidence before the key leaves, for destructive writes

@@ -42,9 +42,12 @@ type Lookup struct {
 	// Authoritative: "nothing under the key" is the whole truth. The vendor stores
 	// every write under the key it carried, even a failed one, and the lookup sees
 	// a stored write at once (not an eventually consistent search index, such as
-	// Stripe's Search API). Only then does the witness answer "not sent" (which
-	// counts once the attempt's lease passed, see store.Settleable); otherwise an
-	// empty answer is "cannot tell". Optional: defaults to false.
+	// Stripe's Search API), in every account or tenant the profile writes to (a
+	// lookup by key alone asks the vendor's default account: a write sent with
+	// Stripe-Account or a tenant's token is not there). Only then does the witness
+	// answer "not sent" (which counts once the attempt's lease passed, see
+	// store.Settleable; and only while the vendor remembers the key, Remembers);
+	// otherwise an empty answer is "cannot tell". Optional: defaults to false.
 	Authoritative bool
 	// Remembers is how long the lookup finds what a key produced, from when the
 	// vendor received it: an Authoritative "nothing under the key" counts only
