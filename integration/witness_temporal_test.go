@@ -1,0 +1,210 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memory"
+	"github.com/idemgate/idemgate/witness"
+)
+
+// skewClock is the gate's clock: the wall clock plus an offset a test moves
+// forward to pass a claim's lease without waiting for it.
+type skewClock struct{ off atomic.Int64 }
+
+func (c *skewClock) now() time.Time       { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *skewClock) skip(d time.Duration) { c.off.Add(int64(d)) }
+
+// plainExpense completes asynchronously as samples-go's expense sample does: the
+// body files the expense with the vendor and hands the bare task token to an
+// approver, who completes it with the plain client.CompleteActivity (not
+// interceptor.CompleteAsync): the store never hears of the result.
+type plainExpense struct {
+	v        *vendor
+	approver chan [2]string // task token, key
+}
+
+func (e *plainExpense) PayExpense(ctx context.Context, n int) (string, error) {
+	key := e.v.hit(ctx)
+	e.approver <- [2]string{string(activity.GetInfo(ctx).TaskToken), key}
+	return "", activity.ErrResultPending
+}
+
+func recordOf(t *testing.T, st store.Store, key string) store.Record {
+	t.Helper()
+	rec, err := st.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("record of %s: %v", key, err)
+	}
+	return rec
+}
+
+// resolvedBy returns the resolutions of key, as "actor resolution".
+func resolvedBy(t *testing.T, st store.Store, key string) []string {
+	t.Helper()
+	rs, err := st.Receipts(context.Background(), store.ReceiptFilter{Key: key, Decision: store.DecisionResolved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("%s %s", r.Actor, r.Resolution))
+	}
+	return out
+}
+
+// An async activity completed by the plain client leaves its claim claimed; once
+// its lease passed the plugin's background reconciler finds the completion in the
+// workflow's history and settles the key as sent with that result, no person
+// involved. A reset of the workflow to before the activity gets the stored result
+// and the vendor counts one effect.
+func TestTemporalWitnessSettlesPlainAsyncCompletionInTheBackground(t *testing.T) {
+	clk := &skewClock{}
+	st := memory.New()
+	pl := newPlugin(t, interceptor.Options{Store: st, Now: clk.now},
+		interceptor.PluginOptions{ReconcileEvery: 20 * time.Millisecond})
+	v := newVendor()
+	ex := &plainExpense{v: v, approver: make(chan [2]string, 4)}
+	c := server.GetDefaultClient()
+	r := &rig{t: t, c: c, st: st, v: v, tools: &tools{v: v}, queue: queueName(t)}
+	w := worker.New(c, r.queue, worker.Options{Plugins: []worker.Plugin{pl}})
+	w.RegisterWorkflow(Steps)
+	w.RegisterActivity(ex)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	go func() {
+		for h := range ex.approver {
+			if err := c.CompleteActivity(context.Background(), []byte(h[0]), "approved:"+h[1], nil); err != nil {
+				t.Errorf("CompleteActivity: %v", err)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(ex.approver) })
+
+	run := r.start("plain-expense", Steps, []string{"PayExpense"})
+	first, err := r.result(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := v.keys()[0]
+	if got := recordOf(t, st, key); got.State != store.StateClaimed {
+		t.Fatalf("after a plain CompleteActivity the record is %s, want still claimed (the store never heard)", got.State)
+	}
+	clk.skip(time.Hour) // the attempt's lease passes: its owner is gone
+	waitFor(t, "the reconciler to settle the key from Temporal's history", func() bool {
+		rec, err := st.Get(context.Background(), key)
+		return err == nil && rec.State == store.StateCompleted
+	})
+	if got := resolvedBy(t, st, key); len(got) != 1 || got[0] != "witness:temporal sent" {
+		t.Fatalf("resolutions %q, want one by witness:temporal, sent", got)
+	}
+	var again []string
+	r.resetToStart("plain-expense", run.GetRunID(), &again)
+	if fmt.Sprint(again) != fmt.Sprint(first) || first[0] != "approved:"+key || v.total() != 1 {
+		t.Fatalf("after reset: %q (first %q), vendor %d calls, want the stored result and 1 call", again, first, v.total())
+	}
+}
+
+// lossyStore loses every Complete, as an operating-system crash loses a
+// completion committed without its own sync (DESIGN: Durability): the activity
+// answered Temporal, the store still holds the claim.
+type lossyStore struct {
+	store.Store
+	lost atomic.Int32
+}
+
+func (s *lossyStore) Complete(ctx context.Context, t store.Transition) error {
+	s.lost.Add(1)
+	return nil
+}
+
+// The store lost the completion while Temporal got the result: a reset that runs
+// the charge again meets a claim whose owner is gone, and the gate, before
+// refusing it, asks Temporal's history through the worker's client: the
+// completion is there, so the key settles as sent with that result and the reset
+// run returns it. No person, one charge.
+func TestTemporalWitnessAtTheGateSettlesACompletionTheStoreLost(t *testing.T) {
+	clk := &skewClock{}
+	st := &lossyStore{Store: memory.New()}
+	r := newFeatureRig(t, interceptor.Options{Store: st, Now: clk.now}, worker.Options{})
+	run := r.start("lost-completion", Steps, []string{"ChargeCard"})
+	first, err := r.result(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := r.v.keys()[0]
+	if st.lost.Load() == 0 || recordOf(t, st, key).State != store.StateClaimed {
+		t.Fatalf("the completion was not lost (%d lost, record %s)", st.lost.Load(), recordOf(t, st, key).State)
+	}
+	clk.skip(time.Hour)
+	var again []string
+	r.resetToStart("lost-completion", run.GetRunID(), &again)
+	if fmt.Sprint(again) != fmt.Sprint(first) || r.v.total() != 1 {
+		t.Fatalf("after reset: %q (first %q), vendor %d calls, want the result from history and 1 call", again, first, r.v.total())
+	}
+	if got := resolvedBy(t, st, key); len(got) != 1 || got[0] != "witness:temporal sent" {
+		t.Fatalf("resolutions %q, want one by witness:temporal, sent", got)
+	}
+}
+
+// The witness itself, against the real server: a completed activity is Sent with
+// the exact payloads of its ActivityTaskCompleted; a failed one, a key no event
+// carries and a workflow Temporal does not have cannot tell — never not sent.
+func TestTemporalWitnessAnswers(t *testing.T) {
+	st := &lossyStore{Store: memory.New()}
+	r := newFeatureRig(t, interceptor.Options{Store: st}, worker.Options{})
+	run := r.start("witness-answers", Steps, []string{"ChargeCard"})
+	if _, err := r.result(run); err != nil {
+		t.Fatal(err)
+	}
+	done := recordOf(t, st, r.v.keys()[0])
+
+	r.tools.fail = func(ctx context.Context) (error, bool) { return fmt.Errorf("connection reset"), true }
+	failRun := r.start("witness-answers-failed", Steps, []string{"ChargeCard"})
+	if _, err := r.result(failRun); err == nil {
+		t.Fatal("the failing charge succeeded")
+	}
+	failed := recordOf(t, st, r.v.keys()[1])
+
+	w := interceptor.TemporalWitness(r.c, server.GetDefaultNamespace(), interceptor.Options{})
+	ask := func(rec store.Record) witness.Answer {
+		t.Helper()
+		ans, err := w.Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()})
+		if err != nil {
+			t.Fatalf("Ask %s: %v", rec.Key, err)
+		}
+		return ans
+	}
+	if a := ask(done); a.Verdict != witness.Sent || a.Payloads == nil || !strings.Contains(a.Evidence, "ActivityTaskCompleted") {
+		t.Fatalf("completed: %+v, want sent with the payloads and the event named", a)
+	}
+	var got string
+	if err := client.NewValue(ask(done).Payloads).Get(&got); err != nil || got != "done:"+done.Key {
+		t.Fatalf("result from history %q (%v), want %q", got, err, "done:"+done.Key)
+	}
+	if a := ask(failed); a.Verdict != witness.CannotTell || !strings.Contains(a.Evidence, "ActivityTaskFailed") {
+		t.Fatalf("failed: %+v, want cannot tell naming the failure", a)
+	}
+	other := done
+	other.Key = "00000000-0000-5000-8000-000000000000"
+	if a := ask(other); a.Verdict != witness.CannotTell {
+		t.Fatalf("a key no event carries: %+v, want cannot tell", a)
+	}
+	gone := done
+	gone.WorkflowID, gone.RunID = "no-such-workflow", "6a1c1e5e-0000-4000-8000-000000000000"
+	if a := ask(gone); a.Verdict != witness.CannotTell || a.Evidence == "" {
+		t.Fatalf("a history Temporal does not have: %+v, want cannot tell with the reason", a)
+	}
+}
