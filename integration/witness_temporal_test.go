@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/store"
@@ -206,5 +207,103 @@ func TestTemporalWitnessAnswers(t *testing.T) {
 	gone.WorkflowID, gone.RunID = "no-such-workflow", "6a1c1e5e-0000-4000-8000-000000000000"
 	if a := ask(gone); a.Verdict != witness.CannotTell || a.Evidence == "" {
 		t.Fatalf("a history Temporal does not have: %+v, want cannot tell with the reason", a)
+	}
+}
+
+// RefundReq is identified by its order and amount (Options.IdentifyingFields).
+type RefundReq struct {
+	Order  string `json:"order"`
+	Amount int64  `json:"amount"`
+	Note   string `json:"note"`
+}
+
+// ToolCall is a generic tool call (Options.ToolNames names it by Tool).
+type ToolCall struct {
+	Tool string         `json:"tool"`
+	Args map[string]any `json:"args"`
+}
+
+type keyedTools struct{ v *vendor }
+
+func (k *keyedTools) RefundOrder(ctx context.Context, r RefundReq) (string, error) {
+	return "refunded:" + k.v.hit(ctx), nil
+}
+
+func (k *keyedTools) CallTool(ctx context.Context, c ToolCall) (string, error) {
+	return "tool:" + c.Tool + ":" + k.v.hit(ctx), nil
+}
+
+// WitnessKeys makes one write of each kind of key the gate computes from more
+// than the minted header: identifying fields (with an amount past float64's exact
+// integers), a WithKey business key, a tool's name read from the arguments, and a
+// tool's business key (scoped by that name).
+func WitnessKeys(ctx workflow.Context) ([]string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, RetryPolicy: retry})
+	var out []string
+	for _, f := range []workflow.Future{
+		workflow.ExecuteActivity(ctx, "RefundOrder", RefundReq{Order: "o-1", Amount: 9007199254740993, Note: "late"}),
+		workflow.ExecuteActivity(interceptor.WithKey(ctx, "order-4217/charge"), "ChargeCard", 1),
+		workflow.ExecuteActivity(ctx, "CallTool", ToolCall{Tool: "send_email", Args: map[string]any{"to": "a@example.com"}}),
+		workflow.ExecuteActivity(interceptor.WithKey(ctx, "order-4217/receipt-mail"), "CallTool",
+			ToolCall{Tool: "send_receipt", Args: map[string]any{"to": "b@example.com"}}),
+	} {
+		var s string
+		if err := f.Get(ctx, &s); err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// The witness recognises every key the gate computes — identifying fields, a
+// business key, a tool's name from the arguments — from the scheduled event's
+// header and input, given the workers' options; without them (the CLI) it cannot
+// tell a key built from identifying fields or a tool's name, and never matches a
+// wrong one.
+func TestTemporalWitnessMatchesKeysAsTheGateComputesThem(t *testing.T) {
+	st := &lossyStore{Store: memory.New()}
+	opts := interceptor.Options{Store: st,
+		IdentifyingFields: map[string][]string{"RefundOrder": {"order", "amount"}},
+		ToolNames:         map[string]interceptor.ToolName{"CallTool": {Prefix: "t.", Fields: []string{"tool"}}}}
+	kt := &keyedTools{}
+	r := newFeatureRig(t, opts, worker.Options{}, func(w worker.Worker) {
+		w.RegisterWorkflow(WitnessKeys)
+		w.RegisterActivity(kt)
+	})
+	kt.v = r.v
+	out, err := r.result(r.start("witness-keys", WitnessKeys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := r.v.keys()
+	if len(keys) != 4 {
+		t.Fatalf("vendor keys %q", keys)
+	}
+	full := interceptor.TemporalWitness(r.c, server.GetDefaultNamespace(), opts)
+	bare := interceptor.TemporalWitness(r.c, server.GetDefaultNamespace(), interceptor.Options{})
+	for _, key := range keys {
+		rec := recordOf(t, st, key)
+		if rec.State != store.StateClaimed {
+			t.Fatalf("%s: %s, want claimed (the completion lost)", rec.Activity, rec.State)
+		}
+		ans, err := full.Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()})
+		if err != nil || ans.Verdict != witness.Sent {
+			t.Fatalf("%s (%s): %+v, %v; want sent", rec.Activity, key, ans, err)
+		}
+		var got string
+		if err := client.NewValue(ans.Payloads).Get(&got); err != nil || !strings.HasSuffix(got, ":"+key) ||
+			!strings.Contains(strings.Join(out, " "), got) {
+			t.Fatalf("%s: result %q (%v), want the one of key %s among %q", rec.Activity, got, err, key, out)
+		}
+		ans, err = bare.Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()})
+		want := witness.Sent // a business key, and a tool's minted key, need no options
+		if rec.Activity == "RefundOrder" || rec.Activity == "t.send_receipt" {
+			// Built from identifying fields, or from the tool's name read from the arguments.
+			want = witness.CannotTell
+		}
+		if err != nil || ans.Verdict != want {
+			t.Fatalf("%s without the workers' options: %+v, %v; want %s", rec.Activity, ans, err, want)
+		}
 	}
 }
