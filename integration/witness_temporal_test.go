@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -305,5 +306,68 @@ func TestTemporalWitnessMatchesKeysAsTheGateComputesThem(t *testing.T) {
 		if err != nil || ans.Verdict != want {
 			t.Fatalf("%s without the workers' options: %+v, %v; want %s", rec.Activity, ans, err, want)
 		}
+	}
+}
+
+// watchedStore records whether the store was closed while the reconciler was
+// listing pending keys; its Pending waits until its context ends, so the
+// reconciler is surely inside it when the worker stops.
+type watchedStore struct {
+	store.Store
+	entered       chan struct{}
+	once          sync.Once
+	mu            sync.Mutex
+	inPending     int
+	closed        bool
+	closedInside  bool
+	pendingClosed int
+}
+
+func (s *watchedStore) Pending(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.pendingClosed++
+	}
+	s.inPending++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inPending--
+		s.mu.Unlock()
+	}()
+	s.once.Do(func() { close(s.entered) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (s *watchedStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed, s.closedInside = true, s.inPending > 0
+	return nil
+}
+
+// The plugin's reconciler stops with the worker: Stop cancels it and waits for it
+// before the plugin closes the store (PluginOptions.CloseStore), so it never lists
+// or settles on a closed store.
+func TestReconcilerStopsWithTheWorkerBeforeTheStoreCloses(t *testing.T) {
+	st := &watchedStore{Store: memory.New(), entered: make(chan struct{})}
+	pl := newPlugin(t, interceptor.Options{Store: st}, interceptor.PluginOptions{ReconcileEvery: 10 * time.Millisecond, CloseStore: true})
+	w := worker.New(server.GetDefaultClient(), queueName(t), worker.Options{Plugins: []worker.Plugin{pl}})
+	w.RegisterWorkflow(Steps)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-st.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reconciler never listed the pending keys")
+	}
+	w.Stop()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.closed || st.closedInside || st.inPending != 0 || st.pendingClosed != 0 {
+		t.Fatalf("after Stop: closed %v, closed while listing %v, listing %d, listed after close %d",
+			st.closed, st.closedInside, st.inPending, st.pendingClosed)
 	}
 }
