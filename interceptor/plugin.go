@@ -88,7 +88,9 @@ type PluginOptions struct {
 // and logs it at start; refuses to start (Strict) while a registered activity is
 // flagged for review; checks at start, before the worker polls, that the store
 // answers a claim, an owner-checked release and a read of the pauses (the probe
-// leaves two receipts of activity "idemgate.probe" per start); and, with
+// leaves two receipts of activity "idemgate.probe" per start); while a worker
+// runs, asks the witnesses about the store's pending keys every
+// PluginOptions.ReconcileEvery (Temporal's history first); and, with
 // PluginOptions.CloseStore, closes the store once after the last worker stopped.
 // On a replayer it adds the worker interceptor (replay never touches the store).
 // On a client it adds NewClientInterceptor, which keys standalone activities.
