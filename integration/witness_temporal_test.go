@@ -162,7 +162,8 @@ func TestTemporalWitnessAtTheGateSettlesACompletionTheStoreLost(t *testing.T) {
 }
 
 // The witness itself, against the real server: a completed activity is Sent with
-// the exact payloads of its ActivityTaskCompleted; a failed one, a key no event
+// the exact payloads of its ActivityTaskCompleted (without them when over
+// MaxResultSize, as the gate); a failed one, a local activity, a key no event
 // carries and a workflow Temporal does not have cannot tell — never not sent.
 func TestTemporalWitnessAnswers(t *testing.T) {
 	st := &lossyStore{Store: memory.New()}
@@ -179,6 +180,14 @@ func TestTemporalWitnessAnswers(t *testing.T) {
 		t.Fatal("the failing charge succeeded")
 	}
 	failed := recordOf(t, st, r.v.keys()[1])
+	r.tools.fail = nil
+	if _, err := r.result(r.start("witness-answers-local", Steps, []string{"local:ChargeCard"})); err != nil {
+		t.Fatal(err)
+	}
+	local := recordOf(t, st, r.v.keys()[2])
+	if local.State != store.StateClaimed {
+		t.Fatalf("the local charge's record is %s, want claimed (its completion lost)", local.State)
+	}
 
 	w := interceptor.TemporalWitness(r.c, server.GetDefaultNamespace(), interceptor.Options{})
 	ask := func(rec store.Record) witness.Answer {
@@ -198,6 +207,14 @@ func TestTemporalWitnessAnswers(t *testing.T) {
 	}
 	if a := ask(failed); a.Verdict != witness.CannotTell || !strings.Contains(a.Evidence, "ActivityTaskFailed") {
 		t.Fatalf("failed: %+v, want cannot tell naming the failure", a)
+	}
+	if a := ask(local); a.Verdict != witness.CannotTell || !strings.Contains(a.Evidence, "local activity") {
+		t.Fatalf("a local activity: %+v, want cannot tell (its marker carries no key)", a)
+	}
+	small := interceptor.TemporalWitness(r.c, server.GetDefaultNamespace(), interceptor.Options{MaxResultSize: 8})
+	if a, err := small.Ask(context.Background(), witness.Query{Record: done, Now: time.Now()}); err != nil ||
+		a.Verdict != witness.Sent || !a.NoResult || a.Payloads != nil {
+		t.Fatalf("a result over MaxResultSize: %+v, %v; want sent, its result not stored (as the gate)", a, err)
 	}
 	other := done
 	other.Key = "00000000-0000-5000-8000-000000000000"

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/witness"
@@ -53,6 +54,9 @@ type HistoryReader interface {
 func TemporalWitness(c HistoryReader, namespace string, opts Options) witness.Witness {
 	if opts.DataConverter == nil {
 		opts.DataConverter = converter.GetDefaultDataConverter()
+	}
+	if opts.MaxResultSize <= 0 {
+		opts.MaxResultSize = DefaultMaxResultSize
 	}
 	return &temporalWitness{c: c, ns: namespace, o: &opts}
 }
@@ -104,13 +108,21 @@ func (w *temporalWitness) Ask(ctx context.Context, q witness.Query) (witness.Ans
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			a := e.GetActivityTaskCompletedEventAttributes()
 			if c := byID[a.GetScheduledEventId()]; c != nil {
-				return witness.Answer{
+				ans := witness.Answer{
 					Verdict: witness.Sent,
 					// nil (an activity that returned nothing): the Asker encodes nil as the gate does.
 					Payloads: a.GetResult(),
 					Evidence: fmt.Sprintf("%s history event %d: ActivityTaskCompleted of ActivityTaskScheduled %d carrying key %s",
 						run, e.GetEventId(), c.id, rec.Key),
-				}, nil
+				}
+				// As the gate: a result over MaxResultSize is not stored (the next attempt is
+				// refused with IdempotencyResultNotStored, never run again).
+				if size := proto.Size(ans.Payloads); ans.Payloads != nil && size > w.o.MaxResultSize {
+					ans.Payloads, ans.NoResult = nil, true
+					ans.Evidence += fmt.Sprintf("; its result (%d bytes) is over Options.MaxResultSize (%d) and not stored",
+						size, w.o.MaxResultSize)
+				}
+				return ans, nil
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 			w.ended(byID, e.GetActivityTaskFailedEventAttributes().GetScheduledEventId(), "ActivityTaskFailed", e.GetEventId())
