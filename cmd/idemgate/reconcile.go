@@ -115,16 +115,19 @@ func (c *cli) reconcile(args []string) error {
 		if rep.Settled {
 			j.Verdict = rep.Verdict.String()
 		}
+		asked := err == nil
 		for _, s := range rep.Said {
 			sj := saidJSON{Witness: s.Witness, Verdict: s.Answer.Verdict.String(), Evidence: s.Answer.Evidence, Early: s.Early}
 			if s.Err != nil {
 				sj.Error, sj.Verdict = s.Err.Error(), "error"
-				failed++
+				asked = false
 			}
 			j.Said = append(j.Said, sj)
 		}
 		if err != nil {
 			j.Error = err.Error()
+		}
+		if !asked && !rep.Settled {
 			failed++
 		}
 		out = append(out, j)
@@ -137,7 +140,7 @@ func (c *cli) reconcile(args []string) error {
 		c.printReconciled(out, *dryRun)
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d witness answer(s) could not be had (see above); those keys stay pending. Next step: check that "+
+		return fmt.Errorf("%d key(s) could not be asked (see above) and stay pending. Next step: check that "+
 			"Temporal at %s answers, and run reconcile again", failed, *address)
 	}
 	return nil

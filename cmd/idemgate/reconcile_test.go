@@ -150,3 +150,26 @@ func TestReconcileSettlesFromTemporalHistory(t *testing.T) {
 		}
 	})
 }
+
+// A key whose history Temporal cannot be asked about (here a run ID Temporal
+// rejects) is reported, settles nothing, and makes reconcile exit 1; a key whose
+// workflow Temporal does not have cannot tell (never "not sent") and stays pending.
+func TestReconcileExitsNonZeroWhenAKeyCannotBeAsked(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		at := time.Now().Add(-time.Hour)
+		seedRun(t, st, "key-bad-run", "wf-bad-run-"+b.name, "not-a-run-id", at, at.Add(time.Minute), "abandon")
+		seedRun(t, st, "key-gone", "wf-gone-"+b.name, "6a1c1e5e-0000-4000-8000-000000000000", at, at.Add(time.Minute), "abandon")
+		before := snap(t, st, "key-bad-run", "key-gone")
+		r := idem(t, "reconcile", "--store", b.spec, "--temporal-address", server.GetFrontendHostPort(),
+			"--namespace", server.GetDefaultNamespace())
+		if r.code != exitFail || !strings.Contains(r.stderr, "could not be asked") ||
+			!strings.Contains(r.stdout, "key-bad-run") || !strings.Contains(r.stdout, "witness temporal: error:") {
+			t.Fatalf("reconcile with a key Temporal cannot be asked about:\n%s", r)
+		}
+		if !strings.Contains(r.stdout, "not settled: cannot tell; it stays pending") {
+			t.Fatalf("the workflow Temporal does not have:\n%s", r)
+		}
+		unchanged(t, before, st, "key-bad-run", "key-gone")
+	})
+}
