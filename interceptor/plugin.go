@@ -62,7 +62,9 @@ type PluginOptions struct {
 
 	// ReconcileEvery is how often, while a worker of the plugin runs, the plugin
 	// asks the witnesses about the store's pending keys (store.Operator.Pending, at
-	// most 100 a round, oldest first): Temporal's history through the worker's
+	// most 100 a round, oldest first; a key no witness could tell is asked again
+	// after a backoff doubling up to an hour, and the round reaches the keys behind
+	// it meanwhile): Temporal's history through the worker's
 	// client, then Options.Witnesses. A key a witness can tell is settled with a
 	// receipt naming it (see package witness), so a workflow waiting on it goes on
 	// without a person. The worker's client is the one the SDK hands the first gated

@@ -12,8 +12,29 @@ import (
 // keys when PluginOptions.ReconcileEvery is 0.
 const DefaultReconcileEvery = 30 * time.Second
 
-// reconcilePage bounds the pending records one round of the reconciler asks about.
-const reconcilePage = 100
+// reconcilePage bounds the pending records one round of the reconciler asks about;
+// reconcileReach bounds how far down the pending list it reads past the keys it
+// is backing off from; reconcileMaxDelay bounds a key's backoff.
+const (
+	reconcilePage     = 100
+	reconcileReach    = 1000
+	reconcileMaxDelay = time.Hour
+)
+
+// reconcileState is what one reconciler remembers between rounds: when to ask
+// again about a key no witness could tell (by key and owner: a record that
+// changed is asked at once), so that keys nobody can tell neither cost a history
+// read every round nor keep the keys behind them from being asked.
+type reconcileState struct {
+	page  int
+	every time.Duration
+	later map[string]reconcileBackoff
+}
+
+type reconcileBackoff struct {
+	at    time.Time
+	delay time.Duration
+}
 
 // reconcilerRun is one background reconciler: stop cancels it and waits for it.
 type reconcilerRun struct {
@@ -51,13 +72,14 @@ func (pl *Plugin) startReconciler() {
 		defer close(run.done)
 		t := time.NewTicker(pl.p.ReconcileEvery)
 		defer t.Stop()
+		state := &reconcileState{page: reconcilePage, every: pl.p.ReconcileEvery}
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			pl.gate.reconcile(ctx, pl.logger())
+			pl.gate.reconcile(ctx, state, pl.logger())
 		}
 	}()
 }
@@ -65,13 +87,22 @@ func (pl *Plugin) startReconciler() {
 // reconcile asks the witnesses about one page of pending keys and settles those
 // a witness can tell. A witness's "sent" counts once the owner's lease passed, so
 // it lists what blocks at now+LeaseMargin: the records whose lease passed at now
-// (store.Resolvable adds the margin a person keeps); store.Settleable decides.
-func (r *root) reconcile(ctx context.Context, l interface {
+// (store.Resolvable adds the margin a person keeps); store.Settleable decides. A
+// key no witness could tell is asked again after a backoff (doubling from the
+// round's interval up to an hour), and the keys behind it are reached meanwhile.
+func (r *root) reconcile(ctx context.Context, st *reconcileState, l interface {
 	Info(string, ...any)
 	Warn(string, ...any)
 }) {
 	op := r.opts.Store.(store.Operator)
-	recs, err := op.Pending(ctx, r.opts.Now().Add(store.LeaseMargin), reconcilePage)
+	now := r.opts.Now()
+	waiting := 0
+	for _, b := range st.later {
+		if now.Before(b.at) {
+			waiting++
+		}
+	}
+	recs, err := op.Pending(ctx, now.Add(store.LeaseMargin), min(st.page+waiting, max(st.page, reconcileReach)))
 	if err != nil {
 		if ctx.Err() == nil {
 			l.Warn("idemgate: the reconciler could not list the pending keys", "error", err)
@@ -79,11 +110,18 @@ func (r *root) reconcile(ctx context.Context, l interface {
 		return
 	}
 	hs, haveClient := r.capturedHistory()
+	later := make(map[string]reconcileBackoff, len(st.later))
+	asked := 0
 	for _, rec := range recs {
 		if ctx.Err() != nil {
 			return
 		}
-		if rec.Activity == probeActivity {
+		id := rec.Key + "\x00" + rec.Owner
+		if b, ok := st.later[id]; ok && now.Before(b.at) {
+			later[id] = b
+			continue
+		}
+		if rec.Activity == probeActivity || asked >= st.page {
 			continue
 		}
 		wctx := ctx
@@ -94,6 +132,7 @@ func (r *root) reconcile(ctx context.Context, l interface {
 		if len(ws) == 0 {
 			continue
 		}
+		asked++
 		a, _ := r.asker(hs.ns)
 		rep, err := a.Ask(wctx, rec, ws, false)
 		switch {
@@ -105,6 +144,15 @@ func (r *root) reconcile(ctx context.Context, l interface {
 		case rep.Settled:
 			l.Info("idemgate: the reconciler settled a pending key: "+rep.Summary(), "key", rec.Key,
 				"activity", rec.Activity, "workflowID", rec.WorkflowID)
+			continue
+		case rep.Moved:
+			continue
 		}
+		d := st.every
+		if b, ok := st.later[id]; ok {
+			d = min(2*b.delay, reconcileMaxDelay)
+		}
+		later[id] = reconcileBackoff{at: now.Add(d), delay: d}
 	}
+	st.later = later
 }

@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memory"
+	"github.com/idemgate/idemgate/witness"
 )
 
 // In the SDK's test environments an activity has no client: the gate's built-in
@@ -67,4 +69,59 @@ func TestReconcilerRunsOnlyWhereItCan(t *testing.T) {
 	default:
 		t.Fatal("the reconciler outlived the last worker")
 	}
+}
+
+type quietLog struct{}
+
+func (quietLog) Info(string, ...any) {}
+func (quietLog) Warn(string, ...any) {}
+
+// A key no witness can tell is asked again only after a backoff that doubles, and
+// meanwhile the round reaches the keys behind it instead of asking the same page.
+func TestReconcilerBacksOffKeysNobodyCanTell(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := t0
+	st := memory.New()
+	asked := map[string]int{}
+	r := newRoot(mustDefaults(t, Options{Store: st, Now: func() time.Time { return now },
+		Witnesses: map[string][]witness.Witness{"": {witness.Func("nobody", func(_ context.Context, q witness.Query) (witness.Answer, error) {
+			asked[q.Record.Key]++
+			return witness.Answer{Verdict: witness.CannotTell}, nil
+		})}}}))
+	ctx := context.Background()
+	for i, key := range []string{"k1", "k2", "k3"} {
+		at := t0.Add(-time.Hour + time.Duration(i)*time.Minute)
+		cl := store.Claim{Key: key, Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h", Args: []byte("[1]"),
+			Owner: "o-" + key, Lease: at.Add(time.Second), Window: time.Hour, Now: at}
+		if o, _, err := st.Begin(ctx, cl); err != nil || o != store.OutcomeClaimed {
+			t.Fatalf("claim %s: %v %v", key, o, err)
+		}
+		if err := st.Abandon(ctx, store.Transition{Key: key, Owner: cl.Owner, Now: at.Add(2 * time.Second),
+			Receipt: store.Receipt{Key: key, Activity: cl.Activity, Effect: cl.Effect, Decision: store.DecisionUnknown}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := &reconcileState{page: 2, every: time.Minute}
+	round := func(at time.Duration, want string) {
+		t.Helper()
+		now = t0.Add(at)
+		r.reconcile(ctx, state, quietLog{})
+		if got := fmt.Sprintf("k1=%d k2=%d k3=%d", asked["k1"], asked["k2"], asked["k3"]); got != want {
+			t.Fatalf("after the round at +%v: %s, want %s", at, got, want)
+		}
+	}
+	round(0, "k1=1 k2=1 k3=0")           // a page of two
+	round(0, "k1=1 k2=1 k3=1")           // k1, k2 wait: the round reaches k3
+	round(time.Minute, "k1=2 k2=2 k3=1") // due again; k3 is due too, past the page
+	round(2*time.Minute, "k1=2 k2=2 k3=2")
+	round(3*time.Minute, "k1=3 k2=3 k3=2") // k1, k2 waited twice as long
+}
+
+func mustDefaults(t *testing.T, o Options) Options {
+	t.Helper()
+	o, err := o.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
