@@ -216,6 +216,13 @@ func TestTemporalWitnessAnswers(t *testing.T) {
 		a.Verdict != witness.Sent || !a.NoResult || a.Payloads != nil {
 		t.Fatalf("a result over MaxResultSize: %+v, %v; want sent, its result not stored (as the gate)", a, err)
 	}
+	// The same key scheduled with other arguments (a write of the key before this
+	// record, past its window) is another write: its result is not this record's.
+	otherArgs := done
+	otherArgs.ArgsHash = "sha256:0000000000000000"
+	if a := ask(otherArgs); a.Verdict != witness.CannotTell || !strings.Contains(a.Evidence, "arguments other") {
+		t.Fatalf("the key with other arguments: %+v, want cannot tell", a)
+	}
 	other := done
 	other.Key = "00000000-0000-5000-8000-000000000000"
 	if a := ask(other); a.Verdict != witness.CannotTell {

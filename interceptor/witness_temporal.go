@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/idemgate/idemgate/interceptor/internal/canon"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/witness"
 )
@@ -38,8 +39,9 @@ type HistoryReader interface {
 // (WorkflowID, RunID) in namespace, finds the ActivityTaskScheduled events whose
 // idemgate header gives the record's key as the gate computes it (the minted key,
 // a WithKey business key, Options.IdentifyingFields, the tool's name under
-// Options.ToolNames, read from the event's input), and answers Sent with the
-// result of such an event's ActivityTaskCompleted — exactly the payloads the gate
+// Options.ToolNames, read from the event's input) and whose input hashes to the
+// record's ArgsHash (the same key with other arguments is another write), and
+// answers Sent with the result of such an event's ActivityTaskCompleted — exactly the payloads the gate
 // would have stored. A scheduled event that failed, timed out, was cancelled or is
 // still open proves nothing about the vendor: CannotTell. So does a history that
 // cannot be read (not found, past the namespace's retention), and a local activity
@@ -87,6 +89,7 @@ func (w *temporalWitness) Ask(ctx context.Context, q witness.Query) (witness.Ans
 	}
 	it := w.c.GetWorkflowHistory(ctx, rec.WorkflowID, rec.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var calls []*scheduledCall
+	var others []int64 // scheduled events with the key whose arguments differ (or cannot be read)
 	byID := map[int64]*scheduledCall{}
 	for it.HasNext() {
 		e, err := it.Next()
@@ -100,11 +103,19 @@ func (w *temporalWitness) Ask(ctx context.Context, q witness.Query) (witness.Ans
 		}
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			if w.carries(e.GetActivityTaskScheduledEventAttributes(), rec) {
-				c := &scheduledCall{id: e.GetEventId()}
-				calls = append(calls, c)
-				byID[c.id] = c
+			a := e.GetActivityTaskScheduledEventAttributes()
+			if !w.carries(a, rec) {
+				continue
 			}
+			// The same key with other arguments (a write of the key made before this
+			// record, past its window) is another write: its result is not this one's.
+			if !w.sameArgs(a.GetInput(), rec) {
+				others = append(others, e.GetEventId())
+				continue
+			}
+			c := &scheduledCall{id: e.GetEventId()}
+			calls = append(calls, c)
+			byID[c.id] = c
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			a := e.GetActivityTaskCompletedEventAttributes()
 			if c := byID[a.GetScheduledEventId()]; c != nil {
@@ -131,6 +142,10 @@ func (w *temporalWitness) Ask(ctx context.Context, q witness.Query) (witness.Ans
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
 			w.ended(byID, e.GetActivityTaskCanceledEventAttributes().GetScheduledEventId(), "ActivityTaskCanceled", e.GetEventId())
 		}
+	}
+	if len(calls) == 0 && len(others) > 0 {
+		return cannotTell(fmt.Sprintf("the history of %s schedules key %s only with arguments other than the record's "+
+			"(or that cannot be read to compare): events %v", run, rec.Key, others)), nil
 	}
 	if len(calls) == 0 {
 		return cannotTell(fmt.Sprintf("no scheduled activity in the history of %s carries key %s (a local activity's "+
@@ -189,6 +204,17 @@ func (w *temporalWitness) carries(a interface {
 	key, err := w.o.keyOf(keySite{namespace: w.ns, name: name, effect: w.o.Classify(name).Effect,
 		workflowID: rec.WorkflowID}, h, true, args)
 	return err == nil && key == rec.Key
+}
+
+// sameArgs reports whether a scheduled activity's input hashes, canonically as the
+// gate hashes arguments, to rec's ArgsHash. An input that cannot be read is not.
+func (w *temporalWitness) sameArgs(in *commonpb.Payloads, rec store.Record) bool {
+	args, err := w.decodeArgs(in)
+	if err != nil {
+		return false
+	}
+	_, hash, err := canon.EncodeHash(args)
+	return err == nil && hash == rec.ArgsHash
 }
 
 // decodeArgs reads an activity's input as the values canon reads: JSON payloads
