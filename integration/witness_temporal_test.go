@@ -223,6 +223,13 @@ func TestTemporalWitnessAnswers(t *testing.T) {
 	if a := ask(otherArgs); a.Verdict != witness.CannotTell || !strings.Contains(a.Evidence, "arguments other") {
 		t.Fatalf("the key with other arguments: %+v, want cannot tell", a)
 	}
+	// A completion before the record was first claimed is an earlier write of the
+	// key (finished, forgotten past its window), not the one whose outcome is unknown.
+	later := done
+	later.CreatedAt = time.Now().Add(time.Hour)
+	if a := ask(later); a.Verdict != witness.CannotTell || !strings.Contains(a.Evidence, "before the record was claimed") {
+		t.Fatalf("a completion before the record: %+v, want cannot tell", a)
+	}
 	other := done
 	other.Key = "00000000-0000-5000-8000-000000000000"
 	if a := ask(other); a.Verdict != witness.CannotTell {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -118,7 +119,14 @@ func (w *temporalWitness) Ask(ctx context.Context, q witness.Query) (witness.Ans
 			byID[c.id] = c
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			a := e.GetActivityTaskCompletedEventAttributes()
-			if c := byID[a.GetScheduledEventId()]; c != nil {
+			c := byID[a.GetScheduledEventId()]
+			if c != nil && !rec.CreatedAt.IsZero() && e.GetEventTime().AsTime().Before(rec.CreatedAt.Add(-2*w.skew())) {
+				// Completed before this record was first claimed: an earlier write of the key
+				// (finished, then forgotten past its window), not the one whose outcome is unknown.
+				c.ended, c.endID = "ActivityTaskCompleted before the record was claimed", e.GetEventId()
+				continue
+			}
+			if c != nil {
 				ans := witness.Answer{
 					Verdict: witness.Sent,
 					// nil (an activity that returned nothing): the Asker encodes nil as the gate does.
@@ -161,6 +169,14 @@ func (w *temporalWitness) Ask(ctx context.Context, q witness.Query) (witness.Ans
 	}
 	return cannotTell(fmt.Sprintf("%s: the activity with key %s never completed: %s; a failure in history proves "+
 		"nothing about the vendor", run, rec.Key, strings.Join(parts, ", "))), nil
+}
+
+// skew is the clock offset allowed between the history's server and the workers.
+func (w *temporalWitness) skew() time.Duration {
+	if w.o.ClockSkew > 0 {
+		return w.o.ClockSkew
+	}
+	return DefaultClockSkew
 }
 
 func (w *temporalWitness) ended(byID map[int64]*scheduledCall, scheduled int64, how string, id int64) {
