@@ -85,9 +85,10 @@ func (pl *Plugin) startReconciler() {
 }
 
 // reconcile asks the witnesses about one page of pending keys and settles those
-// a witness can tell. A witness's "sent" counts once the owner's lease passed, so
-// it lists what blocks at now+LeaseMargin: the records whose lease passed at now
-// (store.Resolvable adds the margin a person keeps); store.Settleable decides. A
+// a witness can tell. A witness's "sent" counts once the owner is gone, so it
+// lists what blocks at now (store.Listed) and asks about those whose owner is gone
+// (store.OwnerGone: a refused live claim is listed for people, not asked about);
+// store.Settleable decides. A
 // key no witness could tell is asked again after a backoff (doubling from the
 // round's interval up to an hour), and the keys behind it are reached meanwhile.
 func (r *root) reconcile(ctx context.Context, st *reconcileState, l interface {
@@ -102,7 +103,7 @@ func (r *root) reconcile(ctx context.Context, st *reconcileState, l interface {
 			waiting++
 		}
 	}
-	recs, err := op.Pending(ctx, now.Add(store.LeaseMargin), min(st.page+waiting, max(st.page, reconcileReach)))
+	recs, err := op.Pending(ctx, now, min(st.page+waiting, max(st.page, reconcileReach)))
 	if err != nil {
 		if ctx.Err() == nil {
 			l.Warn("idemgate: the reconciler could not list the pending keys", "error", err)
@@ -121,7 +122,7 @@ func (r *root) reconcile(ctx context.Context, st *reconcileState, l interface {
 			later[id] = b
 			continue
 		}
-		if rec.Activity == probeActivity || asked >= st.page {
+		if rec.Activity == ProbeActivity || asked >= st.page || !store.OwnerGone(rec, now) {
 			continue
 		}
 		wctx := ctx

@@ -90,11 +90,17 @@ func (c *cli) reconcile(args []string) error {
 		return fmt.Errorf("the namespace %q is not known to Temporal at %s: %w. Nothing was settled. Next step: pass the namespace the workers run in", *namespace, *address, err)
 	}
 	now := c.now()
-	// A witness's answer counts once the owner's lease passed (store.Settleable);
-	// Pending at now+LeaseMargin lists exactly the records whose lease passed at now.
-	recs, err := st.Pending(ctx, now.Add(store.LeaseMargin), *limit)
+	// A witness's answer counts once the owner is gone (store.Settleable); Pending
+	// also lists live claims an attempt was refused on (store.Listed): not asked about.
+	listed, err := st.Pending(ctx, now, *limit)
 	if err != nil {
 		return err
+	}
+	recs := listed[:0]
+	for _, r := range listed {
+		if store.OwnerGone(r, now) {
+			recs = append(recs, r)
+		}
 	}
 	dc := converter.GetDefaultDataConverter()
 	a := witness.Asker{Store: st, Window: *window, Timeout: *timeout, Namespace: *namespace, Now: c.now,
