@@ -25,11 +25,11 @@ import (
 // at the scripted model at url.
 var planners = map[string]func(url string) any{
 	"openai": func(url string) any {
-		return &llmagent.OpenAIPlanner{Model: openai.ChatModelGPT4o,
+		return &llmagent.OpenAIPlanner{Model: openai.ChatModelGPT5_5,
 			Client: openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("test-key"))}
 	},
 	"anthropic": func(url string) any {
-		return &llmagent.ClaudePlanner{Model: anthropic.ModelClaudeSonnet4_5,
+		return &llmagent.ClaudePlanner{Model: anthropic.ModelClaudeSonnet5_5,
 			Client: anthropic.NewClient(aoption.WithBaseURL(url), aoption.WithAPIKey("test-key"))}
 	},
 }

@@ -15,7 +15,7 @@ import (
 type ClaudePlanner struct {
 	// Client is anthropic.NewClient(...): its API key, base URL and retries are yours.
 	Client anthropic.Client
-	// Model is the model (anthropic.ModelClaudeSonnet4_5, ...).
+	// Model is the model (anthropic.ModelClaudeSonnet5_5, ...).
 	Model anthropic.Model
 	// MaxTokens bounds the answer. Optional: 0 means 1024.
 	MaxTokens int64

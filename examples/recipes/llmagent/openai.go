@@ -17,7 +17,7 @@ import (
 type OpenAIPlanner struct {
 	// Client is openai.NewClient(...): its API key, base URL and retries are yours.
 	Client openai.Client
-	// Model is the chat model (openai.ChatModelGPT4o, ...).
+	// Model is the chat model (openai.ChatModelGPT5_5, ...).
 	Model string
 }
 
