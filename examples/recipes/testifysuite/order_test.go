@@ -1,4 +1,4 @@
-package testify_test
+package testifysuite_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/suite"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/idemgate/idemgate/examples/recipes/testify"
+	"github.com/idemgate/idemgate/examples/recipes/testifysuite"
 	"github.com/idemgate/idemgate/idemgatetest"
 	"github.com/idemgate/idemgate/interceptor"
 )
@@ -21,22 +21,22 @@ type ReceiptSuite struct {
 
 	kit    *idemgatetest.Kit
 	env    *testsuite.TestWorkflowEnvironment
-	mailer *testify.Mailer
+	mailer *testifysuite.Mailer
 }
 
 func (s *ReceiptSuite) SetupTest() {
 	// s.T() is this test's T here: the kit's end-of-test checks run when it ends.
 	s.kit = idemgatetest.New(s.T())
 	s.env = s.kit.NewWorkflowEnvironment()
-	s.mailer = &testify.Mailer{}
-	s.env.RegisterWorkflow(testify.ReceiptWorkflow)
-	s.env.RegisterActivity(&testify.Shop{Mailer: s.mailer})
+	s.mailer = &testifysuite.Mailer{}
+	s.env.RegisterWorkflow(testifysuite.ReceiptWorkflow)
+	s.env.RegisterActivity(&testifysuite.Shop{Mailer: s.mailer})
 }
 
 func (s *ReceiptSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
 
 func (s *ReceiptSuite) TestSendsOnce() {
-	s.env.ExecuteWorkflow(testify.ReceiptWorkflow, "order-4217")
+	s.env.ExecuteWorkflow(testifysuite.ReceiptWorkflow, "order-4217")
 
 	s.True(s.env.IsWorkflowCompleted())
 	s.NoError(s.env.GetWorkflowError())
@@ -51,7 +51,7 @@ func (s *ReceiptSuite) TestSendsOnce() {
 func (s *ReceiptSuite) TestCrashAfterVendorIsRefused() {
 	s.kit.CrashAfterVendor("SendReceipt")
 
-	s.env.ExecuteWorkflow(testify.ReceiptWorkflow, "order-4217")
+	s.env.ExecuteWorkflow(testifysuite.ReceiptWorkflow, "order-4217")
 
 	s.True(s.env.IsWorkflowCompleted())
 	err := s.env.GetWorkflowError()
@@ -68,7 +68,7 @@ func (s *ReceiptSuite) TestCrashAfterVendorIsRefused() {
 func (s *ReceiptSuite) TestResolvedAsSentReturnsTheRecordedResult() {
 	s.kit.ResolvedAsSent("SendReceipt", "msg-checked-by-ops")
 
-	s.env.ExecuteWorkflow(testify.ReceiptWorkflow, "order-4217")
+	s.env.ExecuteWorkflow(testifysuite.ReceiptWorkflow, "order-4217")
 
 	s.NoError(s.env.GetWorkflowError())
 	var msg string
@@ -85,7 +85,7 @@ func (s *ReceiptSuite) TestMockedActivityIsGated() {
 	s.kit.CrashAfterVendor("SendReceipt")
 	s.env.OnActivity("SendReceipt", mock.Anything, mock.Anything).Return("msg-mocked", nil)
 
-	s.env.ExecuteWorkflow(testify.ReceiptWorkflow, "order-4217")
+	s.env.ExecuteWorkflow(testifysuite.ReceiptWorkflow, "order-4217")
 
 	s.Equal(interceptor.ErrTypeInFlight, interceptor.ErrorType(s.env.GetWorkflowError()))
 	s.Empty(s.mailer.Sent(), "the mock ran instead of the mailer")

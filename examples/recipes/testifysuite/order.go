@@ -1,9 +1,9 @@
-// Package testify is a recipe: a testify suite (suite.Suite with Temporal's
+// Package testifysuite is a recipe: a testify suite (suite.Suite with Temporal's
 // testsuite.WorkflowTestSuite, the shape of Temporal's samples) whose workflow
 // tests run behind the idemgate gate through the idemgatetest kit, inject a crash
 // and assert the refusal. The workflow and activities here are the code under
 // test; order_test.go is the recipe. See docs/recipes.md.
-package testify
+package testifysuite
 
 import (
 	"context"
