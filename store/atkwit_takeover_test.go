@@ -13,7 +13,7 @@ import (
 
 // atk-wit finding 1 (open): a takeover drops the evidence of the owners before it
 // (Decide: "Evidence is per owner", next.Sent = nil; PostgreSQL's idemgate_begin
-// sets sent = ”), but keeps MayHaveSent and CreatedAt: the record still stands for
+// empties sent), but keeps MayHaveSent and CreatedAt: the record still stands for
 // every attempt since CreatedAt, while its evidence names only the last owner's
 // exits. An activity that writes to two keyed vendors, P (deduplicates 24 h) and Q
 // (1 h): attempt 1 sends to both and dies; attempt 2 re-sends inside both windows
