@@ -496,9 +496,13 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 	}
 	if !store.Resolvable(rec, c.now) {
 		// The owner's lease passed only just: a worker whose clock runs behind may still
-		// send until lease + store.LeaseMargin, and resolve waits for that too.
-		msg += fmt.Sprintf(" `idemgate resolve` accepts this key from %s (its lease plus %s, for late workers).",
-			rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339), store.LeaseMargin)
+		// send until lease + store.LeaseMargin, and resolve waits for that too — and so
+		// must the person's look at the vendor (claimmodel's
+		// TestPersonWhoLookedEarlySettlesWrong).
+		from := rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339)
+		msg += fmt.Sprintf(" `idemgate resolve` accepts this key from %s (its lease plus %s, for late workers): "+
+			"look the write up at the vendor at or after %s, not before (a look before then can miss a request "+
+			"still on its way).", from, store.LeaseMargin, from)
 	}
 	hold := c.r.opts.HoldUnknown
 	// A witness that said "not sent" too early settles the key once its answer counts

@@ -112,3 +112,36 @@ func TestAtkOpLastAttemptRefusalIsLoud(t *testing.T) {
 		})
 	}
 }
+
+// The claim model's TestPersonWhoLookedEarlySettlesWrong: a person who looks the
+// write up at the vendor before the owner's lease plus store.LeaseMargin, sees
+// nothing, and types `resolve --not-sent` once the margin passed, is let through —
+// and the attempt's late request may have landed in between: a second charge. The
+// store cannot know when they looked; the CLI must tell them to look only from then
+// on. It told them the opposite: `resolve` before the margin said "check with the
+// vendor meanwhile, and run this resolve again at or after T", and `pending` "Check
+// each with the vendor, then (from RESOLVE FROM on): resolve".
+func TestAtkOpPersonIsToldToLookOnlyFromResolveFrom(t *testing.T) {
+	b := backends(t)[0]
+	st := openStore(t, b)
+	now := time.Now()
+	const key = "key-looked-early-0001"
+	lease := now.Add(-time.Minute) // the owner is gone; resolve accepts it from lease + 5 min
+	seed(t, st, key, "wf-early", now.Add(-10*time.Minute), lease, "")
+	from := ts(lease.Add(store.LeaseMargin))
+
+	early := idem(t, "resolve", key, "--store", b.spec, "--not-sent", "--reason", "nothing at the vendor")
+	if early.code == 0 {
+		t.Fatalf("resolve inside the margin succeeded: %s", early)
+	}
+	if strings.Contains(early.stderr, "meanwhile") || !strings.Contains(early.stderr, "look the write up at the vendor at or after "+from) {
+		t.Errorf("resolve inside the margin must send the person to the vendor only at or after %s (a look before "+
+			"then can miss the attempt's late request):\n%s", from, early.stderr)
+	}
+
+	pending := ok(t, "pending", "--store", b.spec)
+	if strings.Contains(pending.stdout, "Check each with the vendor, then (from RESOLVE FROM on)") ||
+		!strings.Contains(pending.stdout, "look each up at the vendor from its RESOLVE FROM on") {
+		t.Errorf("pending must say to look at the vendor only from RESOLVE FROM on:\n%s", pending.stdout)
+	}
+}

@@ -154,7 +154,8 @@ func (c *cli) pending(args []string) error {
 			r.WorkflowID+"/"+clip(r.RunID, 8), fmt.Sprint(r.Attempt), withheldCall(r))
 	}
 	tw.Flush()
-	fmt.Fprintln(c.stdout, "\nEach may have reached the vendor. Check each with the vendor, then (from RESOLVE FROM on): "+
+	fmt.Fprintln(c.stdout, "\nEach may have reached the vendor: look each up at the vendor from its RESOLVE FROM on, not before "+
+		"(a look before can miss a request still on its way), then: "+
 		"idemgate resolve KEY --sent --result FILE --reason WHY   or   idemgate resolve KEY --not-sent --reason WHY")
 	return nil
 }
