@@ -145,3 +145,21 @@ func TestAtkOpPersonIsToldToLookOnlyFromResolveFrom(t *testing.T) {
 		t.Errorf("pending must say to look at the vendor only from RESOLVE FROM on:\n%s", pending.stdout)
 	}
 }
+
+// `receipts --key K` ends with a summary line that quotes the key (and a store
+// error's text) raw: the one line of the key's story that escape never saw. The
+// key with controls is the one TestTextOutputEscapesControls stores.
+func TestAtkOpReceiptsKeySummaryEscapes(t *testing.T) {
+	b := backends(t)[0]
+	st := openStore(t, b)
+	now := time.Now()
+	key := "key-" + hostile
+	seed(t, st, key, "wf-summary", now.Add(-time.Hour), now.Add(-50*time.Minute), "abandon")
+	out := ok(t, "receipts", "--store", b.spec, "--key", key)
+	if !strings.Contains(out.stdout, "receipts from") {
+		t.Fatalf("no summary line:\n%s", out)
+	}
+	if bad := rawControls(out.stdout + out.stderr); len(bad) > 0 {
+		t.Errorf("receipts --key prints %d raw control(s), first %s:\n%q", len(bad), bad[0], out.stdout)
+	}
+}
