@@ -54,7 +54,7 @@ func (c *cli) sweep(args []string) error {
 	fmt.Fprintf(c.stdout, "removed %d expired record(s) (expired at or before %s); their receipts are kept\n", n, ts(now))
 	switch {
 	case *address != "":
-		c.printf("forgot %d finished destructive record(s) whose workflow Temporal (%s, namespace %s) no longer has; "+
+		fmt.Fprintf(c.stdout, "forgot %d finished destructive record(s) whose workflow Temporal (%s, namespace %s) no longer has; "+
 			"kept %d whose workflow can still be reset\n", forgotten, *address, *namespace, held)
 	case held > 0:
 		fmt.Fprintf(c.stdout, "kept %d finished destructive record(s) past their window: their workflows may still be reset "+
