@@ -144,5 +144,8 @@
 // owner's lease runs, WriteGated of a pause, a refusal held by Options.HoldUnknown —
 // are in temporal.ApplicationErrorCategoryBenign: the SDK logs them at DEBUG, not as
 // ERROR, and counts no failure; their NextRetryDelay is when the answer can change
-// (the lease, the next pause refresh, the hold).
+// (the lease, the next pause refresh, the hold). On the last attempt the activity's
+// retry policy allows (MaximumAttempts, from activity.Info.RetryPolicy) nothing
+// retries them: such a refusal ends the activity, and is an ordinary (loud) error
+// that says so.
 package interceptor

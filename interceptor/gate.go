@@ -445,12 +445,41 @@ func (c *call) conflict(rec store.Record) error {
 func (c *call) inFlight(rec store.Record) error {
 	wait := max(rec.Lease.Sub(c.now)+time.Second, time.Second)
 	msg := fmt.Sprintf("idemgate: %s (%s) key %s: attempt %d (workflow %s) holds the claim and may still be running "+
-		"until %s. Not run twice; Temporal retries after %s.", c.name, c.effect, c.key, rec.Attempt,
-		rec.WorkflowID, rec.Lease.Format(time.RFC3339), wait.Round(time.Millisecond))
+		"until %s. Not run twice", c.name, c.effect, c.key, rec.Attempt, rec.WorkflowID, rec.Lease.Format(time.RFC3339))
+	last := c.lastAttempt()
+	if last == "" {
+		msg += fmt.Sprintf("; Temporal retries after %s.", wait.Round(time.Millisecond))
+	} else {
+		msg += ". This was " + last + " Next step: retry the write once the owner's lease passed."
+	}
 	c.refuse(store.DecisionRefusedInFlight, msg, false)
 	// Expected: the owner is still within its lease. Benign, so the SDK neither logs
 	// it at ERROR nor counts a failure, and retried only once the lease passed.
-	return benignError(msg, ErrTypeInFlight, false, wait)
+	return c.expected(msg, ErrTypeInFlight, last, wait)
+}
+
+// lastAttempt is "" when Temporal retries this attempt's retryable failure, else
+// what a refusal says after "this was ": the attempt is the last its retry policy allows
+// (MaximumAttempts), so the refusal ends the activity. (A nil RetryPolicy: the
+// server did not say, as for local activities; counted as retried.)
+func (c *call) lastAttempt() string {
+	rp := c.info.RetryPolicy
+	if rp == nil || rp.MaximumAttempts <= 0 || c.info.Attempt < rp.MaximumAttempts {
+		return ""
+	}
+	return fmt.Sprintf("the last attempt its retry policy allows (MaximumAttempts %d): the activity fails here, and "+
+		"Temporal does not retry it.", rp.MaximumAttempts)
+}
+
+// expected is the error of an expected, retryable refusal (a live lease, a pause, a
+// hold): benign — the SDK neither logs it at ERROR nor counts a failure — while
+// Temporal retries it; on the last attempt (last from lastAttempt, not "") it ends
+// the activity and is an ordinary, loud failure.
+func (c *call) expected(msg, typ, last string, next time.Duration, details ...any) error {
+	if last != "" {
+		return appError(msg, typ, false, next, details...)
+	}
+	return benignError(msg, typ, false, next, details...)
 }
 
 // recordSent is attempt.State.RecordSent for this attempt: evidence in the claim that
@@ -487,9 +516,13 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 	}
 	if !store.Resolvable(rec, c.now) {
 		// The owner's lease passed only just: a worker whose clock runs behind may still
-		// send until lease + store.LeaseMargin, and resolve waits for that too.
-		msg += fmt.Sprintf(" `idemgate resolve` accepts this key from %s (its lease plus %s, for late workers).",
-			rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339), store.LeaseMargin)
+		// send until lease + store.LeaseMargin, and resolve waits for that too — and so
+		// must the person's look at the vendor (claimmodel's
+		// TestPersonWhoLookedEarlySettlesWrong).
+		from := rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339)
+		msg += fmt.Sprintf(" `idemgate resolve` accepts this key from %s (its lease plus %s, for late workers): "+
+			"look the write up at the vendor at or after %s, not before (a look before then can miss a request "+
+			"still on its way).", from, store.LeaseMargin, from)
 	}
 	hold := c.r.opts.HoldUnknown
 	// A witness that said "not sent" too early settles the key once its answer counts
@@ -506,22 +539,29 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		if early {
 			delay = max(delay, untilCounts)
 		}
-		msg += fmt.Sprintf(" Held: Temporal retries in %s until the key is settled by a witness or a person "+
-			"(Options.HoldUnknown), and the workflow goes on by itself once it is.", delay)
-		if rp := c.info.RetryPolicy; rp != nil && rp.MaximumAttempts > 0 && c.info.Attempt >= rp.MaximumAttempts {
-			msg += fmt.Sprintf(" This was the last attempt its retry policy allows (MaximumAttempts %d): give held "+
-				"writes a retry policy without MaximumAttempts, bounded by ScheduleToClose instead.", rp.MaximumAttempts)
+		last := c.lastAttempt()
+		if last == "" {
+			msg += fmt.Sprintf(" Held: Temporal retries in %s until the key is settled by a witness or a person "+
+				"(Options.HoldUnknown), and the workflow goes on by itself once it is.", delay)
+		} else {
+			msg += " Held (Options.HoldUnknown) would retry it, but this was " + last + " Give held writes a retry policy without " +
+				"MaximumAttempts, bounded by ScheduleToClose instead."
 		}
 		c.refuse(store.DecisionRefusedInFlight, msg, true)
-		return benignError(msg, ErrTypeInFlight, false, delay, call)
+		return c.expected(msg, ErrTypeInFlight, last, delay, call)
 	}
 	if early && (store.UnknownOutcome(rec) || c.now.Add(2*untilCounts).Before(rec.ExpiresAt)) {
 		// Not refused for good when a witness will settle the key: its "not sent" counts
 		// from then, and the retry asks it again.
-		msg += fmt.Sprintf(" A witness said not sent; its answer counts from %s, so Temporal retries in %s and the "+
-			"write runs then if it still says so.", counts.Format(time.RFC3339), untilCounts)
+		last := c.lastAttempt()
+		if last == "" {
+			msg += fmt.Sprintf(" A witness said not sent; its answer counts from %s, so Temporal retries in %s and the "+
+				"write runs then if it still says so.", counts.Format(time.RFC3339), untilCounts)
+		} else {
+			msg += fmt.Sprintf(" A witness said not sent; its answer counts from %s, but this was ", counts.Format(time.RFC3339)) + last
+		}
 		c.refuse(store.DecisionRefusedInFlight, msg, true)
-		return benignError(msg, ErrTypeInFlight, false, untilCounts, call)
+		return c.expected(msg, ErrTypeInFlight, last, untilCounts, call)
 	}
 	if hold > 0 {
 		msg += fmt.Sprintf(" Refused for good: the key's record expires at %s, before the hold could end "+

@@ -90,10 +90,16 @@ func (c *call) pausedWrite(p store.Pause) error {
 		lift = "--effect " + p.Effect
 	}
 	msg := fmt.Sprintf("idemgate: paused: %s %s key %s withheld: writes of %s were paused by %s at %s (reason: %s). "+
-		"Withheld call: %s. Temporal retries in %s; the write runs once `idemgate resume %s` lifts the pause.",
-		c.effect, c.name, c.key, p.Scope(), p.Actor, p.Time.Format(time.RFC3339), p.Reason, call, wait, lift)
+		"Withheld call: %s.", c.effect, c.name, c.key, p.Scope(), p.Actor, p.Time.Format(time.RFC3339), p.Reason, call)
+	last := c.lastAttempt()
+	if last == "" {
+		msg += fmt.Sprintf(" Temporal retries in %s; the write runs once `idemgate resume %s` lifts the pause.", wait, lift)
+	} else {
+		msg += " This was " + last + fmt.Sprintf(" Next step: once `idemgate resume %s` lifts the pause, run the write again.", lift)
+	}
 	c.refuse(store.DecisionGated, msg, true)
 	// Expected while the pause lasts: benign (no ERROR log, no failure counted),
-	// retried after the next refresh of the pauses, when a resume can be seen.
-	return benignError(msg, ErrTypeWriteGated, false, wait, call)
+	// retried after the next refresh of the pauses, when a resume can be seen; loud
+	// on the last attempt, which nothing retries.
+	return c.expected(msg, ErrTypeWriteGated, last, wait, call)
 }

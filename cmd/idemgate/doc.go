@@ -59,7 +59,8 @@
 // was already refused (its owner "may still be running until" the lease). A person
 // may resolve an unknown key at once and a claim from its lease plus
 // store.LeaseMargin (five minutes, for workers whose clocks run behind); pending
-// says when (RESOLVE FROM, resolvable_from). In --json, may_have_sent is true when
+// says when (RESOLVE FROM, resolvable_from), and that the look at the vendor must
+// come from then on too (one before can miss a request still on its way). In --json, may_have_sent is true when
 // the write may have reached the vendor — its body began or its key may have left:
 // for every pending record; earlier_attempt_may_have_sent is the record's mark that
 // an attempt before the current owner's may have.

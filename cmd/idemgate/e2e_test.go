@@ -118,6 +118,7 @@ func newRigWith(t *testing.T, b backend, v *vendor, c client.Client) *rig {
 	w := worker.New(r.c, r.queue, worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
 	w.RegisterWorkflow(Checkout)
 	w.RegisterWorkflow(CheckoutKeyed)
+	w.RegisterWorkflow(CheckoutLast)
 	w.RegisterActivity(v)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

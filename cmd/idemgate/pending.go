@@ -76,6 +76,7 @@ func (c *cli) pending(args []string) error {
 		"    may still be running (and sending) until the lease.\n"+
 		"`idemgate resolve` accepts an unknown key at once, and a claim from its lease plus "+store.LeaseMargin.String()+" (workers whose\n"+
 		"clocks run behind may still send until then); the RESOLVE FROM column and resolvable_from say when.\n"+
+		"Look a key up at the vendor only from then on: a look before can miss a request still on its way.\n"+
 		"--json: may_have_sent is true when the write may have reached the vendor (its body began or its key\n"+
 		"may have left): for every pending record. earlier_attempt_may_have_sent: an attempt before the current\n"+
 		"owner's may have (an abandoned attempt, or a takeover). Never read may_have_sent false as leave to\n"+
@@ -154,7 +155,8 @@ func (c *cli) pending(args []string) error {
 			r.WorkflowID+"/"+clip(r.RunID, 8), fmt.Sprint(r.Attempt), withheldCall(r))
 	}
 	tw.Flush()
-	fmt.Fprintln(c.stdout, "\nEach may have reached the vendor. Check each with the vendor, then (from RESOLVE FROM on): "+
+	fmt.Fprintln(c.stdout, "\nEach may have reached the vendor: look each up at the vendor from its RESOLVE FROM on, not before "+
+		"(a look before can miss a request still on its way), then: "+
 		"idemgate resolve KEY --sent --result FILE --reason WHY   or   idemgate resolve KEY --not-sent --reason WHY")
 	return nil
 }

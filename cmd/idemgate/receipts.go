@@ -152,7 +152,7 @@ func (c *cli) receipts(args []string) error {
 	switch {
 	case k != "":
 		rec, gerr := st.Get(ctx, k)
-		fmt.Fprintln(c.stdout, "\n"+keySummary(k, story, rec, gerr))
+		fmt.Fprintln(c.stdout, "\n"+escape(keySummary(k, story, rec, gerr), false))
 		if more {
 			fmt.Fprintf(c.stderr, "showing the newest %d of the key's %d receipts; drop --limit to see them all\n", len(rs), len(story))
 		}

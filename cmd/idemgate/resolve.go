@@ -132,9 +132,14 @@ func resolvable(r store.Record, now time.Time) error {
 		if now.Before(r.Lease) {
 			owner = fmt.Sprintf("it may still be running until its lease (the attempt's deadline plus twice the clock skew) at %s", ts(r.Lease))
 		}
+		// The look at the vendor must come from then on too: one before can miss the
+		// attempt's late request, and a --not-sent typed later would still be let
+		// through (claimmodel's TestPersonWhoLookedEarlySettlesWrong).
 		return fmt.Errorf("key %s is claimed by attempt %d of workflow %s: %s. A worker whose clock runs behind may "+
 			"still send until %s after the lease, so a person may resolve this key from %s (in %s): the lease plus %s. "+
-			"Nothing changed. Next step: check with the vendor meanwhile, and run this resolve again at or after %s",
+			"Nothing changed. Next step: look the write up at the vendor at or after %s, not before (a look before then "+
+			"can miss the attempt's request still on its way, and a --not-sent resting on it sends the write twice), "+
+			"then run this resolve again",
 			r.Key, r.Attempt, r.WorkflowID, owner, store.LeaseMargin, ts(from), from.Sub(now).Round(time.Second),
 			store.LeaseMargin, ts(from))
 	case r.State != store.StateUnknown && r.State != store.StateClaimed:
