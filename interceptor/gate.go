@@ -485,6 +485,7 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		delay := max(hold, ceilSecond(rec.Lease.Sub(c.now)+time.Second))
 		if early {
 			delay = max(delay, untilCounts)
+			call.NotSentCountsFrom = &counts
 		}
 		msg += fmt.Sprintf(" Held: Temporal retries in %s until the key is settled by a witness or a person "+
 			"(Options.HoldUnknown), and the workflow goes on by itself once it is.", delay)
@@ -500,6 +501,7 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		// from then, and the retry asks it again.
 		msg += fmt.Sprintf(" A witness said not sent; its answer counts from %s, so Temporal retries in %s and the "+
 			"write runs then if it still says so.", counts.Format(time.RFC3339), untilCounts)
+		call.NotSentCountsFrom = &counts
 		c.refuse(store.DecisionRefusedInFlight, msg, true)
 		return benignError(msg, ErrTypeInFlight, false, untilCounts, call)
 	}
