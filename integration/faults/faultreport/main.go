@@ -3,6 +3,9 @@
 //
 //	scripts/with-postgres.sh go run ./integration/faults/faultreport -trials 20
 //
+// A witness's early "not sent" counts only from the claim's lease plus 5 minutes
+// (store.NotSentFrom); the report waits for that retry unless -scheduled.
+//
 // The worker runs as its own process, built with -tags idemgate_faults, and is killed
 // with SIGKILL at each boundary of each kind of write on each store; the vendor
 // simulators count what happened. Then the price: 200 sequential activities of each
@@ -129,8 +132,12 @@ func run(ctx context.Context) int {
 		c, hostPort, ns = srv.GetDefaultClient(), srv.GetFrontendHostPort(), srv.GetDefaultNamespace()
 		serverDesc = "in-process Temporal server (temporaltest, history.transferProcessorMaxPollRPS=1000)"
 	}
-	fmt.Printf("# idemgate fault report\n\n%s, %s, stores: %s, price on: %s\n\n", time.Now().UTC().Format(time.RFC3339), serverDesc,
-		strings.Join(st, "+"), strings.Join(pst, "+"))
+	priceOn := "no price"
+	if *price {
+		priceOn = "price on: " + strings.Join(pst, "+")
+	}
+	fmt.Printf("# idemgate fault report\n\n%s, %s, stores: %s, %s\n\n", time.Now().UTC().Format(time.RFC3339), serverDesc,
+		strings.Join(st, "+"), priceOn)
 
 	failed := false
 	if *matrix {
