@@ -126,6 +126,11 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		return nil, c.pausedWrite(p)
 	}
 
+	if r.history.p.Load() == nil {
+		if s, ok := activityHistory(ctx); ok {
+			r.captureHistory(s)
+		}
+	}
 	c.owner = newOwner()
 	cl := store.Claim{
 		Key: c.key, Activity: c.name, Effect: c.effect.String(), EffectSource: c.source, ArgsHash: c.hash, Args: c.args,
@@ -207,20 +212,47 @@ func claimLease(deadline, now time.Time, skew time.Duration) time.Time {
 }
 
 func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, error) {
-	ns := c.info.Namespace
+	return c.r.opts.keyOf(keySite{namespace: c.info.Namespace, name: c.name, effect: c.effect,
+		activityID: c.info.ActivityID, workflowID: c.info.WorkflowExecution.ID, args: c.args}, h, hasHeader, args)
+}
+
+// keySite is where a call's key is computed: what keyOf needs of the attempt (the
+// gate's call) or of a scheduled event (the Temporal-history witness).
+type keySite struct {
+	namespace string
+	// name is the effective name (the tool's name under ToolNames).
+	name   string
+	effect Effect
+	// activityID and workflowID of the attempt ("" workflowID: a standalone activity).
+	activityID, workflowID string
+	// args is the canonical JSON of the arguments, for messages.
+	args []byte
+}
+
+// keyOf is the key of a call as the gate computes it, from the header the workflow
+// (or client) stamped and the arguments: the one rule the gate and the
+// Temporal-history witness share.
+func (o *Options) keyOf(s keySite, h callHeader, hasHeader bool, args []any) (string, error) {
+	ns := s.namespace
 	if h.Standalone != "" {
-		return c.standaloneKey(h.Standalone)
+		if h.Standalone != s.activityID || s.workflowID != "" {
+			return "", appError(fmt.Sprintf("idemgate: %s (%s) activity %s carries the standalone key of activity %q, "+
+				"not its own. Nothing was run. Next step: start standalone activities through a client with "+
+				"interceptor.NewClientInterceptor, and do not copy its header into other calls.",
+				s.name, s.effect, s.activityID, h.Standalone), ErrTypeKeyInvalid, true, 0)
+		}
+		return standaloneKey(ns, s.name, h.Standalone), nil
 	}
 	if h.HasBusiness {
 		if n := utf8.RuneCountInString(h.Business); n < MinKeyLength || n > MaxKeyLength {
 			return "", appError(fmt.Sprintf("idemgate: %s (%s): the key %q given with WithKey is %d characters; "+
 				"keys must be %d to %d characters. Nothing was run. Next step: use a longer business key "+
 				"that names the write, e.g. \"order-4217/charge\".",
-				c.name, c.effect, h.Business, n, MinKeyLength, MaxKeyLength), ErrTypeKeyInvalid, true, 0)
+				s.name, s.effect, h.Business, n, MinKeyLength, MaxKeyLength), ErrTypeKeyInvalid, true, 0)
 		}
-		return BusinessKey(ns, c.name, h.Business), nil
+		return BusinessKey(ns, s.name, h.Business), nil
 	}
-	if fields := c.r.opts.IdentifyingFields[c.name]; len(fields) > 0 && hasHeader {
+	if fields := o.IdentifyingFields[s.name]; len(fields) > 0 && hasHeader {
 		values := []byte{'{'}
 		for i, f := range fields {
 			v, ok, err := canon.Field(args, f)
@@ -228,12 +260,12 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 			if errors.As(err, &amb) {
 				return "", appError(fmt.Sprintf("idemgate: %s (%s): identifying field %q is ambiguous: %v; the "+
 					"arguments are untrusted input, so the write is refused as invalid arguments. Nothing was run. "+
-					"Next step: send the field under one key only.", c.name, c.effect, f, amb), ErrTypeArgsInvalid, true, 0)
+					"Next step: send the field under one key only.", s.name, s.effect, f, amb), ErrTypeArgsInvalid, true, 0)
 			}
 			if err != nil || !ok {
 				return "", appError(fmt.Sprintf("idemgate: %s (%s): identifying field %q not found in the arguments %s. "+
 					"Nothing was run. Next step: pass it, or fix Options.IdentifyingFields[%q].",
-					c.name, c.effect, f, c.args, c.name), ErrTypeKeyInvalid, true, 0)
+					s.name, s.effect, f, s.args, s.name), ErrTypeKeyInvalid, true, 0)
 			}
 			if i > 0 {
 				values = append(values, ',')
@@ -242,33 +274,21 @@ func (c *call) resolveKey(h callHeader, hasHeader bool, args []any) (string, err
 			values = append(values, v...)
 		}
 		values = append(values, '}')
-		return identifyingKey(ns, h.Scope, c.name, values), nil
+		return identifyingKey(ns, h.Scope, s.name, values), nil
 	}
-	if (!hasHeader || h.Key == "") && c.info.WorkflowExecution.ID == "" {
+	if (!hasHeader || h.Key == "") && s.workflowID == "" {
 		return "", appError(fmt.Sprintf("idemgate: %s (%s) is a standalone activity (ID %q) that arrived without an "+
 			"idempotency key: the client that started it does not run the idemgate client interceptor. Nothing was "+
 			"run. Next step: add interceptor.NewClientInterceptor() to client.Options.Interceptors of that client.",
-			c.name, c.effect, c.info.ActivityID), ErrTypeKeyMissing, true, 0)
+			s.name, s.effect, s.activityID), ErrTypeKeyMissing, true, 0)
 	}
 	if !hasHeader || h.Key == "" {
 		return "", appError(fmt.Sprintf("idemgate: %s (%s) arrived without an idempotency key: the workflow %s that "+
 			"scheduled it does not run the idemgate interceptor. Nothing was run. Next step: add the interceptor from "+
 			"interceptor.New to worker.Options.Interceptors of the worker that runs the workflow.",
-			c.name, c.effect, c.info.WorkflowExecution.ID), ErrTypeKeyMissing, true, 0)
+			s.name, s.effect, s.workflowID), ErrTypeKeyMissing, true, 0)
 	}
 	return h.Key, nil
-}
-
-// standaloneKey keys a standalone activity by the activity ID its caller gave; a
-// header naming another ID, or a workflow's activity, was not stamped for this call.
-func (c *call) standaloneKey(id string) (string, error) {
-	if id != c.info.ActivityID || c.info.WorkflowExecution.ID != "" {
-		return "", appError(fmt.Sprintf("idemgate: %s (%s) activity %s carries the standalone key of activity %q, "+
-			"not its own. Nothing was run. Next step: start standalone activities through a client with "+
-			"interceptor.NewClientInterceptor, and do not copy its header into other calls.",
-			c.name, c.effect, c.info.ActivityID, id), ErrTypeKeyInvalid, true, 0)
-	}
-	return standaloneKey(c.info.Namespace, c.name, id), nil
 }
 
 func (c *call) run(next sdkinterceptor.ActivityInboundInterceptor, in *sdkinterceptor.ExecuteActivityInput, rec store.Record, takenOver bool) (res any, err error) {

@@ -60,6 +60,9 @@ type root struct {
 	giveBacks giveBacks
 	// inflight is the work that still needs the store (see inflight).
 	inflight inflight
+	// history is the worker client the plugin's reconciler reads Temporal's history
+	// with (captured from the first gated write).
+	history historyHolder
 }
 
 // stopGiveBacks ends the gate's background give-backs (see giveBack): for a stop that

@@ -62,6 +62,20 @@ type PluginOptions struct {
 	// the store to the caller.
 	CloseStore bool
 
+	// ReconcileEvery is how often, while a worker of the plugin runs, the plugin
+	// asks the witnesses about the store's pending keys (store.Operator.Pending, at
+	// most 100 a round, oldest first; a key no witness could tell is asked again
+	// after a backoff doubling up to an hour, and the round reaches the keys behind
+	// it meanwhile): Temporal's history through the worker's
+	// client, then Options.Witnesses. A key a witness can tell is settled with a
+	// receipt naming it (see package witness), so a workflow waiting on it goes on
+	// without a person. The worker's client is the one the SDK hands the first gated
+	// write this plugin runs (activity.GetClient): until a write ran, only
+	// Options.Witnesses are asked. A store that is only a store.Gate is not
+	// reconciled. The reconciler stops with the last worker, before the store closes.
+	// Optional: 0 means 30 seconds; negative disables it.
+	ReconcileEvery time.Duration
+
 	// Logger receives the census at worker start. Optional: nil means the logger of
 	// the client the plugin is installed on through client.Options.Plugins (the
 	// workers' own logger), else slog.Default().
@@ -78,7 +92,9 @@ type PluginOptions struct {
 // and logs it at start; refuses to start (Strict) while a registered activity is
 // flagged for review; checks at start, before the worker polls, that the store
 // answers a claim, an owner-checked release and a read of the pauses (the probe
-// leaves two receipts of activity "idemgate.probe" per start); and, with
+// leaves two receipts of activity "idemgate.probe" per start); while a worker
+// runs, asks the witnesses about the store's pending keys every
+// PluginOptions.ReconcileEvery (Temporal's history first); and, with
 // PluginOptions.CloseStore, closes the store once after the last worker stopped.
 // On a replayer it adds the worker interceptor (replay never touches the store).
 // On a client it adds NewClientInterceptor, which keys standalone activities.
@@ -97,6 +113,8 @@ type Plugin struct {
 	running      int                      // workers started and not yet stopped
 	clientLogger log.Logger
 	closeOnce    sync.Once
+	// reconciling is the background reconciler while a worker runs (nil when not).
+	reconciling *reconcilerRun
 }
 
 // The SDK requires both bases embedded; aliases give the two fields distinct names.
@@ -138,6 +156,9 @@ func NewPlugin(opts Options, p PluginOptions) (*Plugin, error) {
 	}
 	if p.ProbeTimeout == 0 {
 		p.ProbeTimeout = DefaultProbeTimeout
+	}
+	if p.ReconcileEvery == 0 {
+		p.ReconcileEvery = DefaultReconcileEvery
 	}
 	return &Plugin{
 		gate:    newRoot(o),
@@ -237,8 +258,10 @@ func (pl *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOpt
 	}
 	if err != nil {
 		pl.stopped(o.WorkerInstanceKey)
+		return err
 	}
-	return err
+	pl.startReconciler()
+	return nil
 }
 
 // StopWorker lets the worker stop (polling ends; running activities get
@@ -369,7 +392,14 @@ func (pl *Plugin) stopped(instanceKey string) {
 		pl.running--
 	}
 	last := pl.running == 0
+	rec := pl.reconciling
+	if last {
+		pl.reconciling = nil
+	}
 	pl.mu.Unlock()
+	if last && rec != nil {
+		rec.stop() // before the store may close under it
+	}
 	if !last || !pl.p.CloseStore {
 		return
 	}

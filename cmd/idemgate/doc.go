@@ -21,6 +21,8 @@
 //	idemgate pauses
 //	idemgate census   [--strict] NAME...
 //	idemgate sweep    [--limit N] [--temporal-address HOST:PORT --namespace NS]
+//	idemgate reconcile --temporal-address HOST:PORT --namespace NS [--dry-run] [--limit N]
+//	                  [--window D] [--witness-timeout D]
 //
 // Every command that reads the store takes --store: a SQLite file path or a
 // PostgreSQL DSN (postgres://…). It defaults to $IDEMGATE_STORE, else the file the
@@ -90,6 +92,21 @@
 // shows a run this store recorded (in any other, every workflow looks gone: it
 // forgets nothing and fails). With --limit N it forgets at most N, passing over those
 // whose workflow still runs.
+//
+// reconcile asks Temporal's history about every pending key whose attempt's lease
+// has passed (at most --limit, oldest first) and settles those it can tell: a key
+// whose activity completed in its workflow's history (the store lost the
+// completion, or an async activity was completed with the plain
+// client.CompleteActivity) is settled as sent with the result Temporal holds — a
+// resolved receipt by actor "witness:temporal" naming the history event — so the
+// next attempt returns that result. A failed, timed-out or still open activity, or a
+// history Temporal no longer has, cannot tell: the key stays pending for resolve.
+// It prints per key what each witness said and what was settled; --dry-run settles
+// nothing. Keys built from interceptor.Options.IdentifyingFields, or a tool's
+// business key under Options.ToolNames, are not recognised here (the CLI does not
+// know the workers' options): the plugin's own reconciler
+// (interceptor.PluginOptions.ReconcileEvery) settles those. It exits 1 when a key
+// could not be asked (Temporal did not answer).
 //
 // # Exit codes
 //

@@ -61,6 +61,7 @@ var commands = []command{
 	{"pauses", "list the pauses in force", (*cli).pauses},
 	{"census", "classify activity names and flag those that need review", (*cli).census},
 	{"sweep", "remove the records past their window, once", (*cli).sweep},
+	{"reconcile", "ask Temporal's history about the pending keys and settle those it can tell", (*cli).reconcile},
 }
 
 // run is the whole command line: main calls it, tests call it.
