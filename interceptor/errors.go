@@ -81,6 +81,12 @@ type WithheldCall struct {
 	// receipt recorded it; nil when no error is on record (it crashed or timed out)
 	// and in WriteGated errors.
 	Earlier *EarlierAttempt `json:"earlier,omitempty"`
+	// NotSentCountsFrom is set on a retryable (held) refusal when a witness said
+	// "not sent" before its answer could count: the time it counts from
+	// (store.NotSentFrom), when Temporal retries and the write runs once if the
+	// witness still says so. Nil when no witness's answer is waiting to count: the
+	// key waits for a person, or for a witness that can tell later.
+	NotSentCountsFrom *time.Time `json:"not_sent_counts_from,omitempty"`
 }
 
 // EarlierAttempt is the attempt that left a key with an unknown outcome, from its

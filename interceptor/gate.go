@@ -538,6 +538,7 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		delay := max(hold, ceilSecond(rec.Lease.Sub(c.now)+time.Second))
 		if early {
 			delay = max(delay, untilCounts)
+			call.NotSentCountsFrom = &counts
 		}
 		last := c.lastAttempt()
 		if last == "" {
@@ -560,6 +561,7 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		} else {
 			msg += fmt.Sprintf(" A witness said not sent; its answer counts from %s, but this was ", counts.Format(time.RFC3339)) + last
 		}
+		call.NotSentCountsFrom = &counts
 		c.refuse(store.DecisionRefusedInFlight, msg, true)
 		return c.expected(msg, ErrTypeInFlight, last, untilCounts, call)
 	}

@@ -196,3 +196,53 @@ func TestEarlyNotSentIsNotRefusedForGood(t *testing.T) {
 		t.Fatalf("refusals %+v; want one, retried when the answer counts", refused)
 	}
 }
+
+// A held refusal says, in its withheld call, whether a witness's early "not sent" is
+// waiting to count (WithheldCall.NotSentCountsFrom = store.NotSentFrom of the
+// record), so a caller — the fault harness, an operator's tool — can tell a write the
+// witness will settle from one that waits for a person. Without such an answer
+// (no witness, or one that cannot tell) the field stays empty.
+func TestHeldRefusalCarriesTheEarlyNotSent(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		verdict witness.Verdict
+		hold    time.Duration
+		early   bool
+	}{
+		{"not sent, held", witness.NotSent, time.Second, true},
+		{"not sent, no hold", witness.NotSent, 0, true},
+		{"cannot tell, held", witness.CannotTell, time.Second, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			lostAnswer(h, false)
+			h.opts.HoldUnknown = c.hold
+			h.opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {witness.Func("ledger", func(context.Context, witness.Query) (witness.Answer, error) {
+				return witness.Answer{Verdict: c.verdict, Evidence: "no entry for the key"}, nil
+			})}}
+			var env *testsuite.TestWorkflowEnvironment
+			h.opts.Now = func() time.Time { return env.Now() }
+			env = h.env("wf-held-early")
+			// Attempt 2 is refused (retryable) and is the last: the workflow sees its error.
+			env.ExecuteWorkflow("calls", []call{{Activity: "ChargeCard", Charge: charge, MaxAttempts: 2}})
+			app := appErr(t, env.GetWorkflowError())
+			var wc interceptor.WithheldCall
+			if app.Type() != interceptor.ErrTypeInFlight || !app.HasDetails() || app.Details(&wc) != nil || wc.Activity != "ChargeCard" {
+				t.Fatalf("%s (%v): want an IdempotencyInFlight refusal with its withheld call", app.Type(), app)
+			}
+			if !c.early {
+				if wc.NotSentCountsFrom != nil {
+					t.Fatalf("NotSentCountsFrom = %v; no witness said not sent", wc.NotSentCountsFrom)
+				}
+				return
+			}
+			rec, err := h.store.Get(context.Background(), wc.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wc.NotSentCountsFrom == nil || !wc.NotSentCountsFrom.Equal(store.NotSentFrom(rec)) {
+				t.Fatalf("NotSentCountsFrom = %v; want store.NotSentFrom = %s", wc.NotSentCountsFrom, store.NotSentFrom(rec))
+			}
+		})
+	}
+}

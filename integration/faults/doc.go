@@ -13,7 +13,9 @@
 // key, which the harness serves beside the vendor) and holds what no witness can
 // tell (Options.HoldUnknown); the harness reads the trial's receipts for who settled
 // each unknown outcome and checks every settlement against the vendor's ledger
-// (Shares, SharesMarkdown).
+// (Shares, SharesMarkdown). A witness's "not sent" counts only from the claim's lease
+// plus store.LeaseMargin (5 minutes): faultreport waits for that retry; the tests
+// (Env.Scheduled) end the trial once it is scheduled and count it apart.
 //
 // RunMatrix runs the trials; Markdown prints the table; Violations lists what breaks
 // the promise. The tests in this package run every cell with a small number of trials

@@ -20,6 +20,9 @@ import (
 var (
 	trials   = flag.Int("trials", 3, "trials per cell of the fault matrix (the documented report uses 20: go run ./integration/faults/faultreport)")
 	parallel = flag.Int("parallel", 8, "trials run at once")
+	wait     = flag.Bool("wait-not-sent", false, "really wait (lease + store.LeaseMargin, 5 min) for a witness's early not-sent to count, "+
+		"instead of ending the trial once its retry is scheduled then (faults.Env.Scheduled)")
+	cellsRE = flag.String("cells", "", "run only the matrix cells whose \"store/bN/tool\" matches this regexp (e.g. 'b2/ChargeCard')")
 )
 
 var server *temporaltest.TestServer
@@ -63,5 +66,5 @@ func postgresDSN(t *testing.T) string { return pgtest.DSN(t, "./integration/faul
 
 func env(t *testing.T) *faults.Env {
 	return &faults.Env{HostPort: server.GetFrontendHostPort(), Namespace: server.GetDefaultNamespace(),
-		Client: server.GetDefaultClient(), Bin: workerBin(t), Dir: t.TempDir()}
+		Client: server.GetDefaultClient(), Bin: workerBin(t), Dir: t.TempDir(), Scheduled: !*wait}
 }
