@@ -208,6 +208,11 @@ func holdFirstBatch(t *testing.T, s *Store, want int) *[]int {
 			return
 		}
 		first = false
+		if n > want {
+			// On a loaded machine every writer may queue before the leader takes the
+			// first batch: then they all share it, which is the point.
+			return
+		}
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			s.mu.Lock()
@@ -243,8 +248,11 @@ func TestConcurrentClaimsShareOneCommit(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if len(*sizes) >= claims || len(*sizes) != 2 || (*sizes)[1] != claims-1 {
-		t.Errorf("%d claims committed in batches %v; want the 29 that queued behind the first in one", claims, *sizes)
+	// The writers queue behind the first batch and share the second commit; on a
+	// loaded machine they may all have queued before the first batch was taken and
+	// share that one.
+	if one, two := len(*sizes) == 1 && (*sizes)[0] == claims, len(*sizes) == 2 && (*sizes)[1] == claims-1; !one && !two {
+		t.Errorf("%d claims committed in batches %v; want the 29 that queued behind the first in one (or all 30 in one)", claims, *sizes)
 	}
 	for k := range keys {
 		var won, inFlight int
