@@ -1,6 +1,6 @@
 package integration
 
-// The Temporal feature matrix (README, "Temporal feature matrix"): one test per
+// The Temporal feature matrix (docs/proof.md, "Temporal feature matrix"): one test per
 // feature, on the in-process server, counting vendor calls and checking keys.
 
 import (

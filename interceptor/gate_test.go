@@ -25,7 +25,7 @@ var charge = Charge{Customer: "cus_1", Amount: 4200, Currency: "eur", Note: "ord
 
 const bizKey = "order-4217/charge-card"
 
-// TestGateTable pins the gate table (README.md, "How it decides") cell by cell: for
+// TestGateTable pins the gate table (docs/how-it-decides.md) cell by cell: for
 // each earlier record of the key and each effect class, does the body run, and what
 // does the workflow see.
 func TestGateTable(t *testing.T) {

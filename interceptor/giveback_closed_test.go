@@ -31,7 +31,7 @@ func (s *countingSQLite) Release(ctx context.Context, t store.Transition) error 
 }
 
 // A gate built with interceptor.New (no plugin) whose store the program closes at
-// shutdown (w.Stop(); st.Close(), as the README shows): a give-back still retrying
+// shutdown (w.Stop(); st.Close(), as docs/worker.md shows): a give-back still retrying
 // must end, not retry against the closed store for as long as the process lives.
 func TestGiveBackEndsWhenTheStoreIsClosed(t *testing.T) {
 	h := newHarness(t)
