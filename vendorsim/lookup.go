@@ -14,6 +14,8 @@ type KeyLookup struct {
 	// Status and Body are the answer the vendor stored for the key (and replays).
 	Status int             `json:"status,omitempty"`
 	Body   json.RawMessage `json:"body,omitempty"`
+	// RecordID names the record the request produced ("" for none: rejected, failed).
+	RecordID string `json:"record_id,omitempty"`
 }
 
 // Lookup answers from a keyed vendor's own idempotency store what it did with key
@@ -28,7 +30,7 @@ func (v *Vendor) Lookup(key string) KeyLookup {
 	case !s.done:
 		return KeyLookup{Found: true, InProgress: true}
 	}
-	return KeyLookup{Found: true, Status: s.status, Body: json.RawMessage(s.body)}
+	return KeyLookup{Found: true, Status: s.status, Body: json.RawMessage(s.body), RecordID: s.recordID}
 }
 
 // LookupHandler serves Lookup over HTTP: GET ?key=K answers the KeyLookup as JSON.

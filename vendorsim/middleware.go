@@ -2,7 +2,6 @@ package vendorsim
 
 import (
 	"encoding/json"
-	"maps"
 	"net/http"
 	"strings"
 )
@@ -159,20 +158,17 @@ func (v *Vendor) lookup(object string) http.HandlerFunc {
 		if hook != nil && !hook(w, r) {
 			return
 		}
-		v.mu.Lock()
-		s, seen := v.idem[key]
-		if seen && !s.done {
-			v.mu.Unlock()
+		l := v.Lookup(key)
+		if l.InProgress {
 			v.idemError(w, "in-progress", "a request with this key is still being processed")
 			return
 		}
 		data := []any{}
-		if seen && s.recordID != "" {
-			if rec, ok := v.records[s.recordID]; ok {
-				data = append(data, maps.Clone(rec))
+		if l.RecordID != "" {
+			if rec, ok := v.Record(l.RecordID); ok {
+				data = append(data, rec)
 			}
 		}
-		v.mu.Unlock()
 		writeJSON(w, 200, mustJSON(map[string]any{"object": "list", "url": object, "data": data, "has_more": false}))
 	}
 }
