@@ -519,7 +519,7 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		// send until lease + store.LeaseMargin, and resolve waits for that too — and so
 		// must the person's look at the vendor (claimmodel's
 		// TestPersonWhoLookedEarlySettlesWrong).
-		from := rec.Lease.Add(store.LeaseMargin).Format(time.RFC3339)
+		from := store.ResolvableFrom(rec).Format(time.RFC3339)
 		msg += fmt.Sprintf(" `idemgate resolve` accepts this key from %s (its lease plus %s, for late workers): "+
 			"look the write up at the vendor at or after %s, not before (a look before then can miss a request "+
 			"still on its way).", from, store.LeaseMargin, from)
@@ -529,41 +529,43 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 	// (store.NotSentFrom): the retry that asks again comes then.
 	counts, early := earlyNotSent(said)
 	untilCounts := ceilSecond(counts.Sub(c.now) + time.Second)
-	// Held only while the record outlives the next retry: a destructive record with no
-	// known outcome never expires (store.Expired); any other would be forgotten past
+	// Retried only while the record outlives the next retry: a destructive record with
+	// no known outcome never expires (store.Expired); any other would be forgotten past
 	// its window, and the retry after that would send the write again.
-	if hold > 0 && (store.UnknownOutcome(rec) || c.now.Add(2*hold).Before(rec.ExpiresAt)) {
-		// Retried no sooner than the point where the answer can change: a witness can
-		// settle once the owner's lease passed, and its early "not sent" from then on.
-		delay := max(hold, ceilSecond(rec.Lease.Sub(c.now)+time.Second))
+	outlives := func(d time.Duration) bool { return store.UnknownOutcome(rec) || c.now.Add(2*d).Before(rec.ExpiresAt) }
+	var delay time.Duration
+	var retries, lastWord string
+	switch {
+	case hold > 0 && outlives(hold):
+		// Held: retried no sooner than the point where the answer can change — a
+		// witness can settle once the owner's lease passed, its early "not sent" later.
+		delay = max(hold, ceilSecond(rec.Lease.Sub(c.now)+time.Second))
 		if early {
 			delay = max(delay, untilCounts)
+		}
+		retries = fmt.Sprintf(" Held: Temporal retries in %s until the key is settled by a witness or a person "+
+			"(Options.HoldUnknown), and the workflow goes on by itself once it is.", delay)
+		lastWord = " Held (Options.HoldUnknown) would retry it, but this was %s Give held writes a retry policy " +
+			"without MaximumAttempts, bounded by ScheduleToClose instead."
+	case early && outlives(untilCounts):
+		// Not refused for good when a witness will settle the key: the retry asks it again.
+		delay = untilCounts
+		retries = fmt.Sprintf(" A witness said not sent; its answer counts from %s, so Temporal retries in %s and the "+
+			"write runs then if it still says so.", counts.Format(time.RFC3339), untilCounts)
+		lastWord = " A witness said not sent; its answer counts from " + counts.Format(time.RFC3339) + ", but this was %s"
+	}
+	if retries != "" {
+		if early {
 			call.NotSentCountsFrom = &counts
 		}
 		last := c.lastAttempt()
 		if last == "" {
-			msg += fmt.Sprintf(" Held: Temporal retries in %s until the key is settled by a witness or a person "+
-				"(Options.HoldUnknown), and the workflow goes on by itself once it is.", delay)
+			msg += retries
 		} else {
-			msg += " Held (Options.HoldUnknown) would retry it, but this was " + last + " Give held writes a retry policy without " +
-				"MaximumAttempts, bounded by ScheduleToClose instead."
+			msg += fmt.Sprintf(lastWord, last)
 		}
 		c.refuse(store.DecisionRefusedInFlight, msg, true)
 		return c.expected(msg, ErrTypeInFlight, last, delay, call)
-	}
-	if early && (store.UnknownOutcome(rec) || c.now.Add(2*untilCounts).Before(rec.ExpiresAt)) {
-		// Not refused for good when a witness will settle the key: its "not sent" counts
-		// from then, and the retry asks it again.
-		last := c.lastAttempt()
-		if last == "" {
-			msg += fmt.Sprintf(" A witness said not sent; its answer counts from %s, so Temporal retries in %s and the "+
-				"write runs then if it still says so.", counts.Format(time.RFC3339), untilCounts)
-		} else {
-			msg += fmt.Sprintf(" A witness said not sent; its answer counts from %s, but this was ", counts.Format(time.RFC3339)) + last
-		}
-		call.NotSentCountsFrom = &counts
-		c.refuse(store.DecisionRefusedInFlight, msg, true)
-		return c.expected(msg, ErrTypeInFlight, last, untilCounts, call)
 	}
 	if hold > 0 {
 		msg += fmt.Sprintf(" Refused for good: the key's record expires at %s, before the hold could end "+
