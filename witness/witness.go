@@ -213,10 +213,9 @@ func (r Report) Summary() string {
 	return "no witness could tell: " + strings.Join(parts, "; ")
 }
 
-// Settler is what a witness settlement needs of a store: read a record, and
-// Resolve it with the witness's rules (store.Settleable).
+// Settler is what a witness settlement needs of a store: Resolve a record with the
+// witness's rules (store.Settleable; store.Operator has it).
 type Settler interface {
-	Get(ctx context.Context, key string) (store.Record, error)
 	Resolve(ctx context.Context, t store.Transition, to store.State) error
 }
 
