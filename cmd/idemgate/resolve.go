@@ -75,7 +75,7 @@ func (c *cli) resolve(args []string) error {
 		return err
 	}
 	now := c.now()
-	if err := resolvable(rec, now); err != nil {
+	if err := resolvable(rec, now, *sent); err != nil {
 		return err
 	}
 	to, resolution := store.StateReleased, store.ResolvedNotSent
@@ -116,8 +116,9 @@ func (c *cli) resolve(args []string) error {
 	return nil
 }
 
-// resolvable says, in the operator's words, why a record cannot be resolved.
-func resolvable(r store.Record, now time.Time) error {
+// resolvable says, in the operator's words, why a record cannot be resolved as
+// sent (sent) or not sent.
+func resolvable(r store.Record, now time.Time, sent bool) error {
 	switch {
 	case r.State == store.StateCompleted:
 		return fmt.Errorf("key %s is already completed (%s, attempt %d of workflow %s): nothing to resolve, nothing changed. "+
@@ -144,6 +145,17 @@ func resolvable(r store.Record, now time.Time) error {
 			store.LeaseMargin, ts(from))
 	case r.State != store.StateUnknown && r.State != store.StateClaimed:
 		return fmt.Errorf("key %s is in state %q, which resolve does not know; nothing changed", r.Key, r.State)
+	case !sent && !store.NotSentResolvable(r, now):
+		// An unknown record: the attempt gave up without proof, but a request it wrote
+		// just before may still land until its lease plus the margin (atk-op finding 4).
+		from := store.NotSentFrom(r)
+		return fmt.Errorf("key %s: attempt %d of workflow %s ended without proof of whether %s reached the vendor, and a "+
+			"request it wrote just before may still land until %s (its lease, %s, plus %s). --sent may be given now (when "+
+			"the vendor shows the write); --not-sent only from %s (in %s). Nothing changed. Next step: look the write up "+
+			"at the vendor at or after %s, not before (a look before then can miss the request still on its way, and a "+
+			"--not-sent resting on it sends the write twice), then run this resolve again",
+			r.Key, r.Attempt, r.WorkflowID, r.Activity, ts(from), ts(r.Lease), store.LeaseMargin, ts(from),
+			from.Sub(now).Round(time.Second), ts(from))
 	}
 	return nil
 }
