@@ -350,13 +350,22 @@ func (h *decisionHandler) Handle(_ context.Context, r slog.Record) error {
 // witness's "resent" receipt), and re-ran an idempotent write with the same key.
 // A destructive "ran" on attempt 2 must never read as a second send.
 func (d *Demo) whyRanAgain(e Event) string {
-	if e.Decision != string(store.DecisionRan) || e.Attempt == "1" || e.Effect == interceptor.Read.String() || d.Store == nil {
+	if (e.Decision != string(store.DecisionRan) && e.Decision != string(store.DecisionReplayed)) || e.Attempt == "1" ||
+		e.Effect == interceptor.Read.String() || d.Store == nil {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rs, err := d.Store.Receipts(ctx, store.ReceiptFilter{Key: e.Key})
 	if err != nil {
+		return ""
+	}
+	if e.Decision == string(store.DecisionReplayed) {
+		for i := len(rs) - 1; i >= 0; i-- {
+			if rs[i].Decision == store.DecisionResolved && rs[i].Resolution == store.ResolvedSent {
+				return fmt.Sprintf("%s settled the key as sent: the retry returned that result and sent nothing", orString(rs[i].Actor, "a person"))
+			}
+		}
 		return ""
 	}
 	for i := len(rs) - 1; i >= 0; i-- {
