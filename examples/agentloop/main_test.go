@@ -144,6 +144,18 @@ func TestDemoDefaultOutputFitsOneScreen(t *testing.T) {
 	if header := regexp.MustCompile(`(?m)^SCENARIO\s+WITHOUT IDEMGATE\s+WITH IDEMGATE$`); !header.MatchString(stdout) {
 		t.Errorf("no summary table header:\n%s", stdout)
 	}
+	// The README quotes the summary: it must be what the demo prints.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote := regexp.MustCompile("(?s)the run ends with:\n\n```\n(SCENARIO.*?)```").FindSubmatch(readme)
+	if quote == nil {
+		t.Fatal("README.md does not quote the demo's summary after \"the run ends with:\"")
+	}
+	if !strings.Contains(stdout, string(quote[1])) {
+		t.Errorf("README.md quotes a summary the demo does not print:\n%s\nthe demo printed:\n%s", quote[1], stdout)
+	}
 }
 
 // -v adds a line per gate decision, the receipts and the vendors' tallies; a write
