@@ -67,7 +67,9 @@ func TestModelPlannerUnknownTool(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"choices":[{"message":{"tool_calls":[{"function":{"name":"DropDatabase","arguments":"{}"}}]}}]}`))
+		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1796000000,"model":"m","choices":[{"index":0,` +
+			`"message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"call_1","type":"function",` +
+			`"function":{"name":"DropDatabase","arguments":"{}"}}]},"logprobs":null,"finish_reason":"tool_calls"}]}`))
 	}))
 	defer chat.Close()
 	code, _, stderr := runDemo(t, "--llm-base-url", chat.URL+"/v1", "--llm-model", "m", "--llm-api-key-file", writeFile(t, "sk-test\n"),
