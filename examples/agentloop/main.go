@@ -98,7 +98,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg.TemporalAddress != "" {
 			where = "Temporal at " + cfg.TemporalAddress
 		}
-		fmt.Fprintf(stdout, "idemgate demo: an agent loop on %s, real vendor simulators, store %s\n", where, storeopen.Redact(cfg.Store))
+		kind := "a SQLite store"
+		if storeopen.IsPostgres(cfg.Store) {
+			kind = "a PostgreSQL store"
+		}
+		fmt.Fprintf(stdout, "idemgate demo: an agent loop on %s, real vendor simulators, %s\n", where, kind)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

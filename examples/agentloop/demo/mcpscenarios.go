@@ -91,6 +91,7 @@ func (d *Demo) MCPClasses(ctx context.Context) (Check, error) {
 		classes = append(classes, t.Name+" "+d.census.Effects[shopActivity(t.Name)].Effect.String())
 	}
 	c.Gate = []string{"idemgate: " + strings.Join(classes, ", ") + ";",
+		"   get_coupon reads as a read, but the server's destructiveHint says more: the more severe counts;",
 		"   create_invoice is a write by its name (\"create\"): the replay withheld it"}
 	c.count("tools run once each, gated as their class", "", ranOnce, len(ShopTools))
 	extra := d.Shop.Runs("create_invoice") - invoices

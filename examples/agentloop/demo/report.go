@@ -155,7 +155,7 @@ func (r Report) WriteSummary(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "Some counts are NOT as expected (see the FAIL lines above).")
 	}
-	fmt.Fprintf(w, "Look further: -v shows every gate decision and the receipts; go run ./cmd/idemgate receipts --store %s\n", r.Store)
+	fmt.Fprintf(w, "More: -v (every decision, the receipts), or go run ./cmd/idemgate receipts --store %s\n", r.Store)
 }
 
 // WriteTables prints the receipt table and the vendor counts (the -v output's end).

@@ -225,7 +225,7 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 		c.Without = "the retry upserts again: an upsert is safe to repeat, one contact either way"
 		c.Gate = []string{"idemgate: an idempotent write: it re-ran with the same key; the CRM kept one contact"}
 		rec, ok := v.Record("grace@example.com")
-		c.count("upserts with one key", "", v.Effects("grace@example.com"), 2)
+		c.count("upserts, both with the one key", "", v.Effects("grace@example.com"), 2)
 		contacts := 0
 		if ok && rec["name"] == "Grace Hopper" && rec["company"] == "Navy" {
 			contacts = 1
@@ -376,14 +376,14 @@ func (d *Demo) PersonSettles(ctx context.Context) (Check, error) {
 	d.say("   $ idemgate pending → %s  %s  withheld: %s", rec.Key, rec.State, call)
 	c.Without = "Temporal retries SendEmail and Ada gets the e-mail twice"
 	c.Gate = []string{"idemgate: nobody could tell (the provider takes no key, has no lookup): it held the write",
-		fmt.Sprintf("   $ idemgate pending → %.8s… %s, withheld: %s", rec.Key, rec.State, call)}
+		fmt.Sprintf("   idemgate pending: %s", call)}
 	// The person checks the provider's log (here: the simulator's count) and resolves.
 	sent := mail.Total() - before["email"]
 	result := json.RawMessage(`{"message_id":"found in the provider's log"}`)
 	reason := "the provider's log shows the message to ada@example.com"
 	d.say("   the provider's log shows %d message(s) to ada@example.com", sent)
 	d.say("   $ idemgate resolve %s --sent --result reply.json --reason %q", rec.Key, reason)
-	c.Gate = append(c.Gate, fmt.Sprintf("   a person found it in the provider's log: $ idemgate resolve %.8s… --sent; the job went on by itself", rec.Key))
+	c.Gate = append(c.Gate, "   found in the provider's log: idemgate resolve KEY --sent --result r.json --reason …; it went on")
 	if err := resolveSent(ctx, d.Store, rec, result, "demo-operator", reason); err != nil {
 		return c, err
 	}
