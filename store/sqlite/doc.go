@@ -3,20 +3,22 @@
 //
 // # Durability
 //
-// The file runs in WAL mode, and each step's receipt is written in the same commit
-// as the step. Under store.DurabilityClaim (the default) a claim (Begin) and a
-// pause or resume commit with synchronous=FULL, so they are on disk before they
-// return; the later steps commit with synchronous=NORMAL on the same WAL: visible
-// and safe against a crash of the process at once, on disk with the next synced
-// commit, a checkpoint, or the sync of the WAL at most Options.FlushInterval
-// (100 ms) later, the window an operating-system crash can lose them in. Close
-// syncs. Under store.DurabilityStrict every commit is FULL.
+// The file runs in WAL mode with synchronous=NORMAL, and each step's receipt is
+// written in the same commit as the step. Every commit is visible and safe against
+// a crash of the process at once. Under store.DurabilityClaim (the default) a
+// claim (Begin) and a pause or resume are also on disk before they return: after
+// their commit, the store syncs the WAL file (an fsync) and only then answers. The
+// later steps are on disk with the next synced commit, a checkpoint, or the sync of
+// the WAL at most Options.FlushInterval (100 ms) later, the window an
+// operating-system crash can lose them in. Close syncs. Under
+// store.DurabilityStrict every commit is synced before it returns.
 //
 // Writes of one process queue for one connection and commit in groups: whoever
 // finds no commit running takes up to 128 queued writes into one transaction and
 // commits once (when one of them fails, the batch runs again with each write under
 // its own SAVEPOINT, so a failing write is rolled back alone);
-// a group that holds a claim is synced, so concurrent claims share one sync.
+// a group that holds a claim is synced, so concurrent claims share one sync, and
+// the next group runs its statements while that sync waits for the disk.
 // Store.Begin applies
 // store.Decide, and Complete, Release and Abandon apply store.Apply, inside one
 // BEGIN IMMEDIATE transaction, so every backend agrees rule for rule.

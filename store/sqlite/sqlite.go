@@ -74,7 +74,7 @@ type Store struct {
 	queue      []*job
 	committing bool // a goroutine leads a batch; the queue waits for it
 	closed     bool
-	level      int    // PRAGMA synchronous of the write connection; only the batch leader uses it
+	syncing    int    // batches whose commit is being synced (lead); Close waits for them
 	commits    int64  // committed batches
 	synced     int64  // commits known to be on disk
 	flushes    int64  // syncs by the flusher that succeeded
@@ -95,8 +95,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return OpenWith(ctx, path, Options{})
 }
 
-// OpenWith opens (creating it when missing) the store at path. It sets WAL and
-// synchronous=FULL, creates or migrates the schema, and fails when the file
+// OpenWith opens (creating it when missing) the store at path. It sets WAL (with
+// synchronous=NORMAL: the commit queue syncs the WAL itself after the commits
+// that must be on disk), creates or migrates the schema, and fails when the file
 // cannot be written.
 func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if o.BusyTimeout < 0 || o.MaxReaders < 0 || o.FlushInterval < 0 {
@@ -137,9 +138,11 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
-	// FULL: a commit is on disk before it returns (NORMAL in WAL mode is not).
-	// The commit queue lowers it to NORMAL for the batches that need no sync.
-	q.Add("_pragma", "synchronous(FULL)")
+	// NORMAL: a commit writes its frames to the WAL and does not sync them. The
+	// commit queue syncs the WAL file after each batch that must be on disk before
+	// it returns (a claim, a pause; every batch under DurabilityStrict), and the
+	// flusher after the others; SQLite syncs it before every checkpoint.
+	q.Add("_pragma", "synchronous(NORMAL)")
 	w, err := sql.Open("sqlite", abs+"?"+q.Encode()+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("idemgate/store/sqlite: open %s: %w", abs, err)
@@ -159,7 +162,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(o.MaxReaders)
 	r.SetMaxIdleConns(o.MaxReaders)
-	s := &Store{path: abs, w: w, r: r, strict: o.Durability == store.DurabilityStrict, level: levelFull,
+	s := &Store{path: abs, w: w, r: r, strict: o.Durability == store.DurabilityStrict,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), flushed: make(chan struct{})}
 	s.idle = sync.NewCond(&s.mu)
 	s.syncWAL = func() error { return syncWAL(abs) }
@@ -181,6 +184,10 @@ func (s *Store) init(ctx context.Context) error {
 	}
 	if err := migrate(ctx, s.w); err != nil {
 		return s.fail("create schema in", err)
+	}
+	// The schema (and the identity made with it) is on disk before the first claim.
+	if err := s.syncWAL(); err != nil {
+		return s.fail("sync the schema of", err)
 	}
 	if err := s.w.QueryRowContext(ctx, selectIdentity).Scan(&s.identity); err != nil {
 		return s.fail("read the identity of", err)
@@ -213,7 +220,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	for s.committing {
+	for s.committing || s.syncing > 0 {
 		s.idle.Wait()
 	}
 	s.mu.Unlock()
