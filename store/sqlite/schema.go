@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // migrations[i] takes the schema from version i to i+1. PRAGMA user_version holds
@@ -164,10 +166,41 @@ var migrations = []string{
 	// about by a sweep. Older records have none ('': store.Root falls back to the
 	// workflow ID).
 	`ALTER TABLE idemgate_records ADD COLUMN root_workflow_id TEXT NOT NULL DEFAULT '';`,
+
+	// 10: fewer B-trees per step (issue 21): a claim writes 5 (the record, the open
+	// index; the receipt, its key and workflow indexes), a completion 6, where
+	// version 9 wrote 7 and 7.
+	//   - The records' expiry index holds only the records that left the claim
+	//     (completed, released): a claim does not write it. Sweep finds the open
+	//     records (claimed, unknown) through the open index, whose rows are the
+	//     claims in flight and the unknown outcomes.
+	//   - Receipt IDs are time-ordered: a new receipt's ID is the greater of its
+	//     time in microseconds and the last ID plus one (insertReceipt), so a receipt
+	//     of time t has an ID of at least t, and --since t is the ID range from t
+	//     on; the time index goes. The receipts written before this version keep
+	//     their IDs, below {{B}} (idemgate_meta 'time_ids_from'), and a time
+	//     index of their own that no new receipt is written into.
+	//   - A trigger refuses a receipt whose ID is below its time: the ID range
+	//     stays exact whoever inserts.
+	`DROP INDEX idemgate_records_expires;
+	CREATE INDEX idemgate_records_closed ON idemgate_records (expires_at) WHERE state IN ('completed', 'released');
+	DROP INDEX idemgate_receipts_time;
+	CREATE INDEX idemgate_receipts_time_before_v10 ON idemgate_receipts (time) WHERE id < {{B}};
+	INSERT INTO idemgate_meta (name, value) VALUES ('time_ids_from', '{{B}}');
+	CREATE TRIGGER idemgate_receipts_time_ids BEFORE INSERT ON idemgate_receipts
+	WHEN NEW.id IS NULL OR NEW.id < NEW.time
+	BEGIN SELECT RAISE(ABORT, 'idemgate: receipt IDs are time-ordered: an ID below its time (in microseconds) refused'); END;`,
 }
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 9
+const SchemaVersion = 10
+
+// timeIDsVersion is the version whose migration gives receipts time-ordered IDs;
+// its "{{B}}" is the first ID it may give (one past the last ID of the file).
+const timeIDsVersion = 10
+
+// selectTimeIDsFrom reads the first time-ordered receipt ID (migration 10).
+const selectTimeIDsFrom = `SELECT CAST(value AS INTEGER) FROM idemgate_meta WHERE name = 'time_ids_from'`
 
 // selectIdentity reads the store's identity (migration 8).
 const selectIdentity = `SELECT value FROM idemgate_meta WHERE name = 'identity'`
@@ -188,7 +221,15 @@ func migrate(ctx context.Context, w *sql.DB) error {
 		return fmt.Errorf("schema version %d is newer than this idemgate understands (%d); upgrade idemgate on this worker", v, len(migrations))
 	}
 	for i := v; i < len(migrations); i++ {
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+		q := migrations[i]
+		if i+1 == timeIDsVersion {
+			var b int64
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM idemgate_receipts`).Scan(&b); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", i+1, err)
+			}
+			q = strings.ReplaceAll(q, "{{B}}", strconv.FormatInt(b, 10))
+		}
+		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("migrate schema to version %d: %w", i+1, err)
 		}
 	}
@@ -228,9 +269,13 @@ const setSent = `UPDATE idemgate_records SET sent = ? WHERE key = ? AND owner = 
 const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
 	result_ref, error, actor, reason, resolution, effect_source`
 
-const insertReceipt = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
+// insertReceipt gives the receipt a time-ordered ID (migration 10): the greater
+// of its time ?1 and the last ID plus one. The last ID is the rowid tree's
+// rightmost entry, on pages the append writes anyway.
+const insertReceipt = `INSERT INTO idemgate_receipts (id, time, key, activity, effect, decision, args_hash, call,
 	workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution, effect_source)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (max(?1, coalesce((SELECT max(id) FROM idemgate_receipts), 0) + 1),
+	?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)`
 
 // insertNew is the claim of a key with no record, the common case: Begin tries it
 // first and reads the record only when the key is taken.
@@ -273,18 +318,33 @@ const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
 // resetHeld is store.ResetHeld in SQL.
 const resetHeld = `(effect = 'destructive' AND state = 'completed' AND workflow_id <> '')`
 
-// selectHeld lists store.ResetHeld records past their window. Parameter: now.
+// closedRecords and openRecords name the records the two partial indexes hold
+// (migrations 2 and 10), in the words a query must use for SQLite to pick them.
+const (
+	closedRecords = `state IN ('completed', 'released')`
+	openRecords   = `state IN ('claimed', 'unknown')`
+)
+
+// selectHeld lists store.ResetHeld records past their window, through the closed
+// records' expiry index. Parameter: now.
 const selectHeld = `SELECT ` + recordColumns + ` FROM idemgate_records
-	WHERE ` + resetHeld + ` AND expires_at <= ? ORDER BY expires_at, key`
+	WHERE ` + closedRecords + ` AND ` + resetHeld + ` AND expires_at <= ? ORDER BY expires_at, key`
 
 // forgetHeld deletes a store.ResetHeld record past its window if it is still the
 // listed one. Parameters: key, owner, now.
 const forgetHeld = `DELETE FROM idemgate_records WHERE key = ? AND owner = ? AND ` + resetHeld + ` AND expires_at <= ?`
 
-// sweepRecords deletes at most a batch of store.Expired records. Parameters: now,
-// now, now-LeaseMargin, batch.
-const sweepRecords = `DELETE FROM idemgate_records WHERE key IN
-	(SELECT key FROM idemgate_records WHERE expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`
+// sweepClosed and sweepOpen delete at most a batch of store.Expired records: the
+// completed and released ones through their expiry index, the claimed and unknown
+// ones through the open index (its rows are the claims in flight and the unknown
+// outcomes, not the store's history). Parameters: now, now, now-LeaseMargin,
+// batch.
+const (
+	sweepClosed = `DELETE FROM idemgate_records WHERE key IN
+	(SELECT key FROM idemgate_records WHERE ` + closedRecords + ` AND expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`
+	sweepOpen = `DELETE FROM idemgate_records WHERE key IN
+	(SELECT key FROM idemgate_records WHERE ` + openRecords + ` AND expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`
+)
 
 // The prune's statements (Store.Prune). "+time" keeps SQLite from choosing the
 // time index: each batch walks the primary key from its cursor.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,9 @@ type Store struct {
 	flushes    int64  // syncs by the flusher that succeeded
 	syncFailed bool   // a sync failed: every later commit is synced
 	identity   string // read at Open (schema version 8)
+	// timeIDsFrom is the first time-ordered receipt ID (schema version 10): the
+	// receipts below it were written before and keep a time index of their own.
+	timeIDsFrom int64
 	retried    int64  // batches run again with a savepoint per write, after one write failed
 
 	getW, upsert, insertNew, complete, release, abandon, insertReceipt *sql.Stmt
@@ -191,6 +195,9 @@ func (s *Store) init(ctx context.Context) error {
 	}
 	if err := s.w.QueryRowContext(ctx, selectIdentity).Scan(&s.identity); err != nil {
 		return s.fail("read the identity of", err)
+	}
+	if err := s.w.QueryRowContext(ctx, selectTimeIDsFrom).Scan(&s.timeIDsFrom); err != nil {
+		return s.fail("read the schema of", err)
 	}
 	var err error
 	if s.getW, err = s.w.PrepareContext(ctx, selectRecord); err != nil {
@@ -371,9 +378,41 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 	return s.write(ctx, "append receipt to", false, func(ctx context.Context, tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
 }
 
-// Receipts lists matching receipts, oldest first.
+// Receipts lists matching receipts, oldest first. A receipt's ID is at least its
+// time in microseconds (schema version 10), so f.Since bounds the IDs to read: the
+// query walks the ID range from Since on, not a time index. The receipts written
+// before version 10 (IDs below timeIDsFrom) are read first, by their own time
+// index.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
-	tail, args := sqlq.ReceiptQuery(f, sqlq.Question, func(t time.Time) any { return t.UnixMicro() })
+	if f.Since.IsZero() {
+		return s.receipts(ctx, f, "")
+	}
+	var out []store.Receipt
+	if f.AfterID < s.timeIDsFrom-1 {
+		// The literal bound lets SQLite use the partial index of those receipts.
+		old, err := s.receipts(ctx, f, "id < "+strconv.FormatInt(s.timeIDsFrom, 10))
+		if err != nil {
+			return nil, err
+		}
+		if f.Limit > 0 && len(old) >= f.Limit {
+			return old, nil
+		}
+		if f.Limit > 0 {
+			f.Limit -= len(old)
+		}
+		out = old
+	}
+	f.AfterID = max(f.AfterID, f.Since.UnixMicro()-1, s.timeIDsFrom-1)
+	rest, err := s.receipts(ctx, f, "")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, rest...), nil
+}
+
+// receipts runs one receipt query, with the condition cond when it is not "".
+func (s *Store) receipts(ctx context.Context, f store.ReceiptFilter, cond string) ([]store.Receipt, error) {
+	tail, args := sqlq.ReceiptQueryWhere(f, sqlq.Question, func(t time.Time) any { return t.UnixMicro() }, cond)
 	q := "SELECT " + receiptColumns + " FROM idemgate_receipts" + tail
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -407,13 +446,22 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
 	return sqlq.SweepBatches(limit, sweepBatch, func(batch int) (n int64, err error) {
 		err = s.write(ctx, "sweep", false, func(ctx context.Context, tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, sweepRecords, now.UnixMicro(), now.UnixMicro(),
-				now.Add(-store.LeaseMargin).UnixMicro(), batch)
-			if err != nil {
-				return err
+			n = 0
+			for _, q := range []string{sweepClosed, sweepOpen} {
+				res, err := tx.ExecContext(ctx, q, now.UnixMicro(), now.UnixMicro(),
+					now.Add(-store.LeaseMargin).UnixMicro(), int64(batch)-n)
+				if err != nil {
+					return err
+				}
+				m, err := res.RowsAffected()
+				if err != nil {
+					return err
+				}
+				if n += m; n >= int64(batch) {
+					break
+				}
 			}
-			n, err = res.RowsAffected()
-			return err
+			return nil
 		})
 		return n, err
 	})

@@ -149,9 +149,11 @@ func sqliteFill(ctx context.Context, path string, n int) {
 				?5, 0, 'fill-wf-' || printf('%010d', i), ?8, 1, 1, ?6 + i * ?7, ?6 + i * ?7, ?9, 0 FROM s`,
 			lo, hi, fillStep(n), args, result, base, spacing, runID, t0.Add(30*24*time.Hour).UnixMicro())
 		must(err)
-		_, err = tx.ExecContext(ctx, `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
+		// The receipt ID is its time in microseconds, as the store gives it (schema
+		// version 10: time-ordered IDs).
+		_, err = tx.ExecContext(ctx, `INSERT INTO idemgate_receipts (id, time, key, activity, effect, decision, args_hash, call,
 			workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution) `+gen+`
-			SELECT ?4 + i * ?5, `+key+`, 'ChargeCard', 'destructive', 'ran', '3f2a9c0b7d1e', NULL,
+			SELECT ?4 + i * ?5, ?4 + i * ?5, `+key+`, 'ChargeCard', 'destructive', 'ran', '3f2a9c0b7d1e', NULL,
 				'fill-wf-' || printf('%010d', i), ?6, 1, 'sha256:9b1f', '', '', '', '' FROM s`,
 			lo, hi, fillStep(n), base, spacing, runID)
 		must(err)
