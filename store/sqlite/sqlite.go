@@ -84,7 +84,7 @@ type Store struct {
 	// timeIDsFrom is the first time-ordered receipt ID (schema version 10): the
 	// receipts below it were written before and keep a time index of their own.
 	timeIDsFrom int64
-	retried    int64  // batches run again with a savepoint per write, after one write failed
+	retried     int64 // batches run again with a savepoint per write, after one write failed
 
 	getW, upsert, insertNew, complete, release, abandon, insertReceipt *sql.Stmt
 }
