@@ -32,8 +32,11 @@
 // (schema version 5), and never of a pruned receipt or of a receipt whose key
 // still has a record. They are indexed by key, workflow ID and time
 // (schema version 3); the activity and decision filters are applied to the rows
-// those indexes find, or by a scan when they are the only filters. Sweep deletes
-// expired records in bounded batches and skips rows a Begin holds. The server's
+// those indexes find, or by a scan when they are the only filters. Records are
+// indexed partially by the open claims Pending lists (claimed, unknown) and by
+// the expiry of the closed ones (completed, released; schema version 11), which a
+// claim does not write. Sweep deletes expired records in bounded batches, the
+// open ones found through the open index, and skips rows a Begin holds. The server's
 // default isolation (READ COMMITTED) is assumed.
 //
 // # Outages

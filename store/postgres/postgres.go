@@ -475,10 +475,7 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 // does not block new claims. Receipts are kept.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
 	return sqlq.SweepBatches(limit, sweepBatch, func(batch int) (int64, error) {
-		tag, err := s.pool.Exec(ctx, `WITH doomed AS (
-			SELECT key FROM idemgate_records WHERE expires_at <= $1 AND NOT `+notExpired+`
-			ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-			DELETE FROM idemgate_records r USING doomed WHERE r.key = doomed.key`, micro(now), store.LeaseMargin, batch)
+		tag, err := s.pool.Exec(ctx, sweepSQL, micro(now), store.LeaseMargin, batch)
 		if err != nil {
 			return 0, s.fail("sweep", err)
 		}
@@ -486,14 +483,33 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 	})
 }
 
+// sweepSQL deletes at most a batch ($3) of store.Expired records at $1 (margin $2):
+// the completed and released ones through their expiry index, the claimed and
+// unknown ones through the open index (schema version 11).
+const sweepSQL = `WITH closed AS (
+	SELECT key FROM idemgate_records WHERE ` + closedRecords + ` AND expires_at <= $1 AND NOT ` + notExpired + `
+	ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED),
+	open AS (
+	SELECT key FROM idemgate_records WHERE ` + openRecords + ` AND expires_at <= $1 AND NOT ` + notExpired + `
+	LIMIT $3 FOR UPDATE SKIP LOCKED),
+	doomed AS (SELECT key FROM closed UNION ALL SELECT key FROM open LIMIT $3)
+	DELETE FROM idemgate_records r USING doomed WHERE r.key = doomed.key`
+
+// closedRecords and openRecords name the records the two partial indexes hold
+// (migrations 2 and 11), in the words a query must use for the planner to pick them.
+const (
+	closedRecords = `state IN ('completed', 'released')`
+	openRecords   = `state IN ('claimed', 'unknown')`
+)
+
 // resetHeld is store.ResetHeld in SQL.
 const resetHeld = `(effect = 'destructive' AND state = 'completed' AND workflow_id <> '')`
 
 // Held lists the finished destructive writes kept past their window while their
 // workflow can be reset (store.HeldSweeper).
 func (s *Store) Held(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
-	q := `SELECT ` + recordColumns + ` FROM idemgate_records WHERE ` + resetHeld + ` AND expires_at <= $1
-		ORDER BY expires_at, key`
+	q := `SELECT ` + recordColumns + ` FROM idemgate_records WHERE ` + closedRecords + ` AND ` + resetHeld + `
+		AND expires_at <= $1 ORDER BY expires_at, key`
 	args := []any{micro(now)}
 	if limit > 0 {
 		q += " LIMIT $2"

@@ -42,11 +42,19 @@
 // old receipts, both in short batches.
 //
 // Every B-tree a step touches is one more page written to the WAL and synced, so
-// the schema keeps them few (version 3): records are a WITHOUT ROWID table keyed
-// by key, indexed by expiry and, partially, by the open claims Pending lists;
-// receipts are indexed by key, workflow ID and time, and the activity and
-// decision filters are applied to the rows those find, or by a scan when they are
-// the only filters. Begin on a new key is one INSERT of the record and one of the
-// receipt; Complete, Release and Abandon each one UPDATE of the columns that
-// change (store.Apply's checks in its WHERE clause) and one receipt INSERT.
+// the schema keeps them few (version 10): a claim writes five B-trees, a
+// completion six. Records are a WITHOUT ROWID table keyed by key, indexed
+// partially by the open claims Pending lists (claimed, unknown) and by the expiry
+// of the closed ones (completed, released), which a claim does not write; Sweep
+// finds the expired open records through the open index. Receipts are indexed by
+// key and workflow ID; their IDs are time-ordered (a receipt's ID is the greater
+// of its time in microseconds and the last ID plus one, and a trigger refuses any
+// other), so a time filter (--since) walks the ID range from its start instead
+// of a time index. The receipts written before version 10 keep their IDs and a
+// time index of their own, which no new receipt is written into. The activity and
+// decision filters are applied to the rows the other filters find, or by a scan
+// when they are the only filters. Begin on a new key is one INSERT of the record
+// and one of the receipt; Complete, Release and Abandon each one UPDATE of the
+// columns that change (store.Apply's checks in its WHERE clause) and one receipt
+// INSERT.
 package sqlite

@@ -57,6 +57,7 @@ var (
 	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of this process (store and bare rounds alike) to this file")
 	cpuSteps = flag.Int("cpu", 0, "instead of timing, print the CPU time per step (PostgreSQL server processes, read from /proc, so the server must run on this machine; and this process), store and bare, over this many steps of each kind with 8 workers")
 	fill     = flag.Int("fill", 0, "instead of comparing with bare writes, load this many records and receipts into one store (batched INSERT … SELECT, not through Begin) and compare a claim on it with a claim on an empty store")
+	queries  = flag.Bool("queries", false, "with -fill: then time one page of every operator query (pending, receipts by key, workflow, since, activity, decision, an export page, a sweep batch, held) on the filled store")
 	prune    = flag.Bool("prune", false, "with -fill: then sweep the records and prune every receipt while one worker claims, and print the prune's time and the claims' latency")
 	walSteps = flag.Int("wal", 0, "instead of timing, print the WAL written per step (SQLite pages, PostgreSQL bytes), store and bare, averaged over this many steps of one worker (at most 100 on SQLite, so that no automatic checkpoint runs in between)")
 )
