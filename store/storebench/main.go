@@ -52,6 +52,7 @@ var (
 	workers  = flag.String("workers", "1,8,32", "PostgreSQL worker counts")
 	durab    = flag.String("durability", "claim", "store durability: claim (only the claim synced) or strict (every step synced)")
 	sworkers = flag.String("sqlite-workers", "1", "SQLite worker counts (goroutines sharing one store; the bare side shares one connection, one sync per insert)")
+	pgConns  = flag.Int("pg-conns", 0, "PostgreSQL store pool size (0: as many connections as workers; the bare side always has as many as workers)")
 	path     = flag.String("path", "", "SQLite file (default: a new file in a temporary directory)")
 	memcheck = flag.Int("memcheck", 0, "claim+complete this many keys on -backend and print heap in use every 100k")
 	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of this process (store and bare rounds alike) to this file")
@@ -204,6 +205,9 @@ func openStore(ctx context.Context, which string, conns int) (store.Store, func(
 		}
 		return s, func() { s.Close() }
 	case "postgres":
+		if *pgConns > 0 {
+			conns = *pgConns
+		}
 		s, err := postgres.OpenWith(ctx, pgDSN(), postgres.Options{MaxConns: int32(conns), Durability: d})
 		if err != nil {
 			log.Fatal(err)
