@@ -442,7 +442,11 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 
 // Receipts lists matching receipts, oldest first.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
-	tail, args := sqlq.ReceiptQuery(f, sqlq.Dollar, func(t time.Time) any { return micro(t) })
+	cond := ""
+	if f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan {
+		cond = `decision NOT IN ('claimed', 'ran')` // the partial decision index holds them (schema version 11)
+	}
+	tail, args := sqlq.ReceiptQueryWhere(f, sqlq.Dollar, func(t time.Time) any { return micro(t) }, cond)
 	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
 		result_ref, error, actor, reason, resolution, effect_source FROM idemgate_receipts` + tail
 	rows, err := s.pool.Query(ctx, q, args...)

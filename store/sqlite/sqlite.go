@@ -63,6 +63,8 @@ type Store struct {
 
 	strict  bool         // Options.Durability is store.DurabilityStrict
 	syncWAL func() error // the flusher's sync; a test replaces it
+	// seeQuery, when set by a test, sees each receipt query before it runs.
+	seeQuery func(q string, args []any)
 	// beforeCommit, when set by a test, sees each batch's transaction before
 	// its commit, with the number of writes in it.
 	beforeCommit func(tx *sql.Tx, writes int)
@@ -384,13 +386,17 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 // before version 10 (IDs below timeIDsFrom) are read first, by their own time
 // index.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
+	var cond []string
+	if f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan {
+		cond = append(cond, rareDecisions) // the partial decision index holds them
+	}
 	if f.Since.IsZero() {
-		return s.receipts(ctx, f, "")
+		return s.receipts(ctx, f, cond...)
 	}
 	var out []store.Receipt
 	if f.AfterID < s.timeIDsFrom-1 {
 		// The literal bound lets SQLite use the partial index of those receipts.
-		old, err := s.receipts(ctx, f, "id < "+strconv.FormatInt(s.timeIDsFrom, 10))
+		old, err := s.receipts(ctx, f, append(cond, "id < "+strconv.FormatInt(s.timeIDsFrom, 10))...)
 		if err != nil {
 			return nil, err
 		}
@@ -403,17 +409,19 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 		out = old
 	}
 	f.AfterID = max(f.AfterID, f.Since.UnixMicro()-1, s.timeIDsFrom-1)
-	rest, err := s.receipts(ctx, f, "")
+	rest, err := s.receipts(ctx, f, cond...)
 	if err != nil {
 		return nil, err
 	}
 	return append(out, rest...), nil
 }
 
-// receipts runs one receipt query, with the condition cond when it is not "".
-func (s *Store) receipts(ctx context.Context, f store.ReceiptFilter, cond string) ([]store.Receipt, error) {
-	tail, args := sqlq.ReceiptQueryWhere(f, sqlq.Question, func(t time.Time) any { return t.UnixMicro() }, cond)
-	q := "SELECT " + receiptColumns + " FROM idemgate_receipts" + tail
+// receipts runs one receipt query, with the conditions cond as well.
+func (s *Store) receipts(ctx context.Context, f store.ReceiptFilter, cond ...string) ([]store.Receipt, error) {
+	q, args := receiptSQL(f, cond...)
+	if s.seeQuery != nil {
+		s.seeQuery(q, args)
+	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
@@ -438,6 +446,12 @@ func (s *Store) receipts(ctx context.Context, f store.ReceiptFilter, cond string
 		return nil, s.fail("list receipts in", err)
 	}
 	return out, nil
+}
+
+// receiptSQL is the receipt query of f with the conditions cond as well.
+func receiptSQL(f store.ReceiptFilter, cond ...string) (string, []any) {
+	tail, args := sqlq.ReceiptQueryWhere(f, sqlq.Question, func(t time.Time) any { return t.UnixMicro() }, strings.Join(cond, " AND "))
+	return "SELECT " + receiptColumns + " FROM idemgate_receipts" + tail, args
 }
 
 // Sweep removes at most limit expired records (store.Expired; limit <= 0: all of them), in
