@@ -20,8 +20,12 @@ import (
 // Options tunes a Store. The zero value is the documented default for every field.
 type Options struct {
 	// MaxConns caps the connection pool. Optional: zero means pool_max_conns from
-	// the DSN, else pgxpool's default (the greater of 4 and the number of CPUs).
-	// Negative is invalid.
+	// the DSN, else 32 (DefaultMaxConns). A step holds a connection while its
+	// commit waits for the server's WAL flush, so the pool is what lets
+	// concurrent activities share one flush: a worker running more writes at once
+	// than it has connections queues them in the client, one flush per pool-full.
+	// Connections open on demand. Lower it when many workers share a server with
+	// few connection slots (max_connections). Negative is invalid.
 	MaxConns int32
 	// ConnectTimeout bounds one connection attempt, so an unreachable server turns
 	// into store.ErrUnavailable instead of a hang. Optional: zero means
@@ -33,6 +37,10 @@ type Options struct {
 	// store.DurabilityStrict runs every session with synchronous_commit=on.
 	Durability store.Durability
 }
+
+// DefaultMaxConns is Options.MaxConns's default when the DSN sets no
+// pool_max_conns: 32 concurrent steps share the server's WAL flushes.
+const DefaultMaxConns = 32
 
 const (
 	defaultConnectTimeout = 5 * time.Second
@@ -74,8 +82,13 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 		// The parse error may quote the DSN, password included: do not wrap it.
 		return nil, errors.New("idemgate/store/postgres: cannot parse the DSN; want postgres://user:password@host:port/database or key=value pairs")
 	}
-	if o.MaxConns > 0 {
+	switch {
+	case o.MaxConns > 0:
 		cfg.MaxConns = o.MaxConns
+	case !strings.Contains(dsn, "pool_max_conns"):
+		// pgxpool's own default (the greater of 4 and the number of CPUs) queues
+		// concurrent claims in the client, each pool-full waiting for its own flush.
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if o.ConnectTimeout > 0 {
 		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout

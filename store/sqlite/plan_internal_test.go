@@ -79,8 +79,8 @@ func TestOperatorQueriesAreBounded(t *testing.T) {
 	n, m := now.UnixMicro(), now.Add(-store.LeaseMargin).UnixMicro()
 	for _, c := range []struct {
 		name, q string
-		args []any
-		want string
+		args    []any
+		want    string
 	}{
 		{"pending", selectPending + " LIMIT 100", []any{n, n, m, n}, "USING INDEX idemgate_records_open"},
 		{"held", selectHeld + " LIMIT 100", []any{n}, "USING INDEX idemgate_records_closed (expires_at<?)"},
