@@ -20,8 +20,11 @@
 // before Begin returns; a later step is committed and visible at once and flushed
 // by the WAL writer within three times wal_writer_delay (600 ms by default), the
 // window a crash of the server's machine can lose it in. Under store.DurabilityStrict every
-// session runs with synchronous_commit=on. Commits of concurrent workers share
-// the server's WAL flushes; the client adds no serialisation.
+// session runs with synchronous_commit=on. Every step is one statement, one round
+// trip (pgx prepares and caches it per connection). Commits of concurrent
+// workers share the server's WAL flushes; the client adds no serialisation as
+// long as the pool has a connection for each step in flight: 32 by default
+// (DefaultMaxConns; Options.MaxConns or the DSN's pool_max_conns change it).
 //
 // # Schema
 //
