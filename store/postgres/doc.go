@@ -38,7 +38,10 @@
 // those indexes find, or by a scan when they are the only filters. Records are
 // indexed partially by the open claims Pending lists (claimed, unknown) and by
 // the expiry of the closed ones (completed, released; schema version 11), which a
-// claim does not write. Sweep deletes expired records in bounded batches, the
+// claim does not write; receipts partially by decision (every decision but
+// claimed and ran, the two a step appends) and by the key of a refused-in-flight
+// receipt (what Pending asks about a destructive claim within its lease). Sweep
+// deletes expired records in bounded batches, the
 // open ones found through the open index, and skips rows a Begin holds. The server's
 // default isolation (READ COMMITTED) is assumed.
 //

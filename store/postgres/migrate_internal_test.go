@@ -570,6 +570,10 @@ func TestMigrateToVersion11(t *testing.T) {
 			!strings.Contains(def, "(decision, id) WHERE (decision <> ALL (ARRAY['claimed'::text, 'ran'::text]))") {
 			t.Fatalf("version %d: the rare decisions' index: %q, %v", from, def, err)
 		}
+		if err := conn.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'idemgate_receipts_refusals'`, name).Scan(&def); err != nil ||
+			!strings.Contains(def, "(key) WHERE (decision = 'refused-in-flight'::text)") {
+			t.Fatalf("version %d: the refusals' index: %q, %v", from, def, err)
+		}
 		var old int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'idemgate_records_expires'`, name).Scan(&old); err != nil || old != 0 {
 			t.Fatalf("version %d: the expiry index of every record is still there (%d, %v)", from, old, err)

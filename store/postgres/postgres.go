@@ -334,11 +334,13 @@ func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.
 	// store.Blocking (the owner gone: unknown, or the lease at or before now; and not
 	// store.Expired), or store.RefusedWhileRunning: a destructive claim within its
 	// lease whose key's latest claim, takeover or in-flight refusal receipt is a
-	// refusal (store.RefusedSinceClaim, by the receipts' (key, id) index).
+	// refusal (store.RefusedSinceClaim, by the receipts' (key, id) index), asked only
+	// when the key has a refusal at all (the refusals' index, schema version 11).
 	q := `SELECT ` + recordColumns + ` FROM idemgate_records
 		WHERE state IN ('claimed', 'unknown') AND (
 			((state = 'unknown' OR lease <= $1) AND ` + notExpired + `)
 			OR (effect = 'destructive' AND state = 'claimed' AND lease > $1 AND
+				EXISTS (SELECT 1 FROM idemgate_receipts f WHERE f.decision = 'refused-in-flight' AND f.key = idemgate_records.key) AND
 				(SELECT x.decision FROM idemgate_receipts x WHERE x.key = idemgate_records.key
 					AND x.decision IN ('claimed', 'taken-over', 'refused-in-flight') ORDER BY x.id DESC LIMIT 1) = 'refused-in-flight'))
 		ORDER BY created_at, key`

@@ -343,7 +343,9 @@ var migrations = []string{
 // index, whose rows are the claims in flight and the unknown outcomes. The
 // receipts of the rarer decisions (every one but claimed and ran, the two a claim
 // and a completion append) are indexed by decision, so --decision finds them
-// without a scan; the steps' own receipts are not written into it.
+// without a scan; the steps' own receipts are not written into it. The refusals
+// of claims in flight are indexed by key, so Pending asks the receipts about a
+// destructive claim within its lease only when one was refused.
 func init() {
 	migrations = append(migrations, beginV6())
 	migrations = append(migrations, beginV7())
@@ -352,7 +354,8 @@ func init() {
 	migrations = append(migrations, beginV10())
 	migrations = append(migrations, `DROP INDEX idemgate_records_expires;
 	CREATE INDEX idemgate_records_closed ON idemgate_records (expires_at) WHERE state IN ('completed', 'released');
-	CREATE INDEX idemgate_receipts_decision_rare ON idemgate_receipts (decision, id) WHERE decision NOT IN ('claimed', 'ran');`)
+	CREATE INDEX idemgate_receipts_decision_rare ON idemgate_receipts (decision, id) WHERE decision NOT IN ('claimed', 'ran');
+	CREATE INDEX idemgate_receipts_refusals ON idemgate_receipts (key) WHERE decision = 'refused-in-flight';`)
 }
 
 // beginV6 is migration 6, built from migration 4's idemgate_begin.

@@ -46,8 +46,11 @@
 // completion six. Records are a WITHOUT ROWID table keyed by key, indexed
 // partially by the open claims Pending lists (claimed, unknown) and by the expiry
 // of the closed ones (completed, released), which a claim does not write; Sweep
-// finds the expired open records through the open index. Receipts are indexed by
-// key and workflow ID; their IDs are time-ordered (a receipt's ID is the greater
+// finds the expired open records through the open index, which carries what
+// Sweep and Pending read of them (state, effect, lease, expiry). Receipts are
+// indexed by key and workflow ID, and partially by decision (every decision but
+// claimed and ran, the two a step appends) and by the key of a refused-in-flight
+// receipt (what Pending asks about a destructive claim within its lease); their IDs are time-ordered (a receipt's ID is the greater
 // of its time in microseconds and the last ID plus one, and a trigger refuses any
 // other), so a time filter (--since) walks the ID range from its start instead
 // of a time index. The receipts written before version 10 keep their IDs and a

@@ -155,7 +155,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	}
 	// The indexes of the latest version (10: the expiry index holds the closed
 	// records only, the time index the receipts written before version 10).
-	wantIdx := []string{"idemgate_receipts_decision_rare", "idemgate_receipts_key", "idemgate_receipts_time_before_v10", "idemgate_receipts_workflow", "idemgate_records_closed", "idemgate_records_open"}
+	wantIdx := []string{"idemgate_receipts_decision_rare", "idemgate_receipts_key", "idemgate_receipts_refusals", "idemgate_receipts_time_before_v10", "idemgate_receipts_workflow", "idemgate_records_closed", "idemgate_records_open"}
 	if !reflect.DeepEqual(idx, wantIdx) {
 		t.Fatalf("indexes after the migration = %v; want %v", idx, wantIdx)
 	}
@@ -693,7 +693,7 @@ func TestMigrateToVersion10(t *testing.T) {
 			idx = append(idx, n)
 		}
 		rows.Close()
-		if w := "[idemgate_receipts_decision_rare idemgate_receipts_key idemgate_receipts_time_before_v10 idemgate_receipts_workflow idemgate_records_closed idemgate_records_open]"; fmt.Sprint(idx) != w {
+		if w := "[idemgate_receipts_decision_rare idemgate_receipts_key idemgate_receipts_refusals idemgate_receipts_time_before_v10 idemgate_receipts_workflow idemgate_records_closed idemgate_records_open]"; fmt.Sprint(idx) != w {
 			t.Errorf("version %d: indexes %v; want %s", from, idx, w)
 		}
 		s.Close()

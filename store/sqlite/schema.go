@@ -173,7 +173,14 @@ var migrations = []string{
 	//   - The records' expiry index holds only the records that left the claim
 	//     (completed, released): a claim does not write it. Sweep finds the open
 	//     records (claimed, unknown) through the open index, whose rows are the
-	//     claims in flight and the unknown outcomes.
+	//     claims in flight and the unknown outcomes; the open index carries what
+	//     store.Expired and store.Blocking read of them (state, effect, lease,
+	//     expiry), so Sweep and Pending read a record only when it is listed or
+	//     removed.
+	//   - The refusals of claims in flight are indexed by key, so Pending asks
+	//     the receipts about a destructive claim within its lease only when one
+	//     was refused (store.RefusedSinceClaim); a step's own receipts are not
+	//     written into it.
 	//   - Receipt IDs are time-ordered: a new receipt's ID is the greater of its
 	//     time in microseconds and the last ID plus one (insertReceipt), so a receipt
 	//     of time t has an ID of at least t, and --since t is the ID range from t
@@ -188,6 +195,10 @@ var migrations = []string{
 	//     written into it.
 	`DROP INDEX idemgate_records_expires;
 	CREATE INDEX idemgate_records_closed ON idemgate_records (expires_at) WHERE state IN ('completed', 'released');
+	DROP INDEX idemgate_records_open;
+	CREATE INDEX idemgate_records_open ON idemgate_records (created_at, key, state, effect, lease, expires_at)
+		WHERE state IN ('claimed', 'unknown');
+	CREATE INDEX idemgate_receipts_refusals ON idemgate_receipts (key) WHERE decision = 'refused-in-flight';
 	DROP INDEX idemgate_receipts_time;
 	CREATE INDEX idemgate_receipts_time_before_v10 ON idemgate_receipts (time) WHERE id < {{B}};
 	INSERT INTO idemgate_meta (name, value) VALUES ('time_ids_from', '{{B}}');
@@ -310,16 +321,24 @@ const notExpired = `(expires_at > ? OR (state = 'claimed' AND lease > ?)
 	OR (effect = 'destructive' AND state IN ('claimed', 'unknown'))
 	OR (effect = 'destructive' AND state = 'completed' AND workflow_id <> ''))`
 
+// notExpiredOpen is notExpired for a record that is claimed or unknown (of its
+// clauses, the last can hold only for a completed record): the columns it reads
+// are all in the open index. Its first parameter is now and its second
+// now-LeaseMargin.
+const notExpiredOpen = `(expires_at > ? OR (state = 'claimed' AND lease > ?) OR effect = 'destructive')`
+
 // selectPending is store.Listed in SQL: store.Blocking (unknown, or claimed with its
 // lease at or before now; and not expired), or store.RefusedWhileRunning (a
 // destructive claim whose lease is after now, and the latest of the key's claim,
 // takeover and in-flight refusal receipts is a refusal: store.RefusedSinceClaim; the
-// receipts' key index, which SQLite orders by id within a key, finds it). Parameters:
+// receipts' key index, which SQLite orders by id within a key, finds it; the
+// refusals' index first tells whether the key has a refusal at all). Parameters:
 // now, now, now-LeaseMargin, now.
 const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
 	WHERE state IN ('claimed', 'unknown') AND (
-		((state = 'unknown' OR lease <= ?) AND ` + notExpired + `)
+		((state = 'unknown' OR lease <= ?) AND ` + notExpiredOpen + `)
 		OR (effect = 'destructive' AND state = 'claimed' AND lease > ? AND
+			EXISTS (SELECT 1 FROM idemgate_receipts f WHERE f.decision = 'refused-in-flight' AND f.key = idemgate_records.key) AND
 			(SELECT x.decision FROM idemgate_receipts x WHERE x.key = idemgate_records.key
 				AND x.decision IN ('claimed', 'taken-over', 'refused-in-flight') ORDER BY x.id DESC LIMIT 1) = 'refused-in-flight'))
 	ORDER BY created_at, key`
@@ -352,7 +371,7 @@ const (
 	sweepClosed = `DELETE FROM idemgate_records WHERE key IN
 	(SELECT key FROM idemgate_records WHERE ` + closedRecords + ` AND expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`
 	sweepOpen = `DELETE FROM idemgate_records WHERE key IN
-	(SELECT key FROM idemgate_records WHERE ` + openRecords + ` AND expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`
+	(SELECT key FROM idemgate_records WHERE ` + openRecords + ` AND expires_at <= ? AND NOT ` + notExpiredOpen + ` LIMIT ?)`
 )
 
 // The prune's statements (Store.Prune). "+time" keeps SQLite from choosing the
