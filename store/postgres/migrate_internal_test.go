@@ -77,7 +77,10 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if w := []string{"idemgate_receipts_key", "idemgate_receipts_pkey", "idemgate_receipts_time", "idemgate_receipts_workflow"}; !reflect.DeepEqual(idx, w) {
+	// The indexes of the latest version (11 adds the partial ones of the rare
+	// decisions and of the refusals).
+	if w := []string{"idemgate_receipts_decision_rare", "idemgate_receipts_key", "idemgate_receipts_pkey", "idemgate_receipts_refusals",
+		"idemgate_receipts_time", "idemgate_receipts_workflow"}; !reflect.DeepEqual(idx, w) {
 		t.Fatalf("receipts indexes after the migration = %v; want %v", idx, w)
 	}
 	if _, err := conn.Exec(ctx, "DELETE FROM "+name+".idemgate_receipts"); err == nil || !strings.Contains(err.Error(), "append-only") {
