@@ -566,7 +566,7 @@ func TestMigrateToVersion11(t *testing.T) {
 		}
 		var def string
 		if err := conn.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'idemgate_records_closed'`, name).Scan(&def); err != nil ||
-			!strings.Contains(def, "WHERE (state = ANY (ARRAY['completed'::text, 'released'::text]))") {
+			!strings.Contains(def, "(expires_at, key) WHERE (state = ANY (ARRAY['completed'::text, 'released'::text]))") {
 			t.Fatalf("version %d: the closed records' expiry index: %q, %v", from, def, err)
 		}
 		if err := conn.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'idemgate_receipts_decision_rare'`, name).Scan(&def); err != nil ||

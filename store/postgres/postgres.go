@@ -524,11 +524,15 @@ const (
 // resetHeld is store.ResetHeld in SQL.
 const resetHeld = `(effect = 'destructive' AND state = 'completed' AND workflow_id <> '')`
 
+// heldSQL lists store.ResetHeld records past their window ($1) in the order of the
+// closed records' expiry index, (expires_at, key): a page reads a page.
+const heldSQL = `SELECT ` + recordColumns + ` FROM idemgate_records WHERE ` + closedRecords + ` AND ` + resetHeld + `
+	AND expires_at <= $1 ORDER BY expires_at, key`
+
 // Held lists the finished destructive writes kept past their window while their
 // workflow can be reset (store.HeldSweeper).
 func (s *Store) Held(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
-	q := `SELECT ` + recordColumns + ` FROM idemgate_records WHERE ` + closedRecords + ` AND ` + resetHeld + `
-		AND expires_at <= $1 ORDER BY expires_at, key`
+	q := heldSQL
 	args := []any{micro(now)}
 	if limit > 0 {
 		q += " LIMIT $2"

@@ -339,7 +339,8 @@ var migrations = []string{
 //
 // 11: one index entry fewer per claim (issue 21): the records' expiry index holds
 // only the records that left the claim (completed, released), so a claim does
-// not write it; Sweep finds the open records (claimed, unknown) through the open
+// not write it, and carries the key, Held's order (a page of held records was a
+// sort of every one past its window); Sweep finds the open records (claimed, unknown) through the open
 // index, whose rows are the claims in flight and the unknown outcomes. The
 // receipts of the rarer decisions (every one but claimed and ran, the two a claim
 // and a completion append) are indexed by decision, so --decision finds them
@@ -353,7 +354,7 @@ func init() {
 	migrations = append(migrations, beginV9())
 	migrations = append(migrations, beginV10())
 	migrations = append(migrations, `DROP INDEX idemgate_records_expires;
-	CREATE INDEX idemgate_records_closed ON idemgate_records (expires_at) WHERE state IN ('completed', 'released');
+	CREATE INDEX idemgate_records_closed ON idemgate_records (expires_at, key) WHERE state IN ('completed', 'released');
 	CREATE INDEX idemgate_receipts_decision_rare ON idemgate_receipts (decision, id) WHERE decision NOT IN ('claimed', 'ran');
 	CREATE INDEX idemgate_receipts_refusals ON idemgate_receipts (key) WHERE decision = 'refused-in-flight';`)
 }
