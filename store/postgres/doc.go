@@ -20,8 +20,11 @@
 // before Begin returns; a later step is committed and visible at once and flushed
 // by the WAL writer within three times wal_writer_delay (600 ms by default), the
 // window a crash of the server's machine can lose it in. Under store.DurabilityStrict every
-// session runs with synchronous_commit=on. Commits of concurrent workers share
-// the server's WAL flushes; the client adds no serialisation.
+// session runs with synchronous_commit=on. Every step is one statement, one round
+// trip (pgx prepares and caches it per connection). Commits of concurrent
+// workers share the server's WAL flushes; the client adds no serialisation as
+// long as the pool has a connection for each step in flight: 32 by default
+// (DefaultMaxConns; Options.MaxConns or the DSN's pool_max_conns change it).
 //
 // # Schema
 //
@@ -32,8 +35,14 @@
 // (schema version 5), and never of a pruned receipt or of a receipt whose key
 // still has a record. They are indexed by key, workflow ID and time
 // (schema version 3); the activity and decision filters are applied to the rows
-// those indexes find, or by a scan when they are the only filters. Sweep deletes
-// expired records in bounded batches and skips rows a Begin holds. The server's
+// those indexes find, or by a scan when they are the only filters. Records are
+// indexed partially by the open claims Pending lists (claimed, unknown) and by
+// the expiry of the closed ones (completed, released; schema version 11), which a
+// claim does not write; receipts partially by decision (every decision but
+// claimed and ran, the two a step appends) and by the key of a refused-in-flight
+// receipt (what Pending asks about a destructive claim within its lease). Sweep
+// deletes expired records in bounded batches, the
+// open ones found through the open index, and skips rows a Begin holds. The server's
 // default isolation (READ COMMITTED) is assumed.
 //
 // # Outages

@@ -77,7 +77,10 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if w := []string{"idemgate_receipts_key", "idemgate_receipts_pkey", "idemgate_receipts_time", "idemgate_receipts_workflow"}; !reflect.DeepEqual(idx, w) {
+	// The indexes of the latest version (11 adds the partial ones of the rare
+	// decisions and of the refusals).
+	if w := []string{"idemgate_receipts_decision_rare", "idemgate_receipts_key", "idemgate_receipts_pkey", "idemgate_receipts_refusals",
+		"idemgate_receipts_time", "idemgate_receipts_workflow"}; !reflect.DeepEqual(idx, w) {
 		t.Fatalf("receipts indexes after the migration = %v; want %v", idx, w)
 	}
 	if _, err := conn.Exec(ctx, "DELETE FROM "+name+".idemgate_receipts"); err == nil || !strings.Contains(err.Error(), "append-only") {
@@ -515,6 +518,79 @@ func TestMigrateToVersion10(t *testing.T) {
 		other.Owner, other.WorkflowID, other.RootWorkflowID = "o4", "wf-9", "root-9"
 		if o, rec, err := s.Begin(ctx, other); err != nil || o != store.OutcomeClaimed || rec.RootWorkflowID != "root-9" {
 			t.Fatalf("version %d: another root past the window = %s (root %q), %v; want a new write", from, o, rec.RootWorkflowID, err)
+		}
+		s.Close()
+	}
+}
+
+// A schema of every earlier version opens under version 11 with its data: the
+// identity is kept, the records' expiry index holds the closed records only, the
+// expired records of both kinds (a completion; an idempotent claim long gone) are
+// swept and the live one kept, and the receipts stay append-only.
+func TestMigrateToVersion11(t *testing.T) {
+	ctx := context.Background()
+	at := func(d time.Duration) string {
+		return "'" + time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC).Add(d).Format(time.RFC3339Nano) + "'"
+	}
+	now := time.Date(2026, 11, 1, 14, 0, 0, 0, time.UTC)
+	for from := 1; from <= 10; from++ {
+		cols := strings.TrimSuffix(recordColumnsV7, ", may_have_sent")
+		extra := ""
+		if from >= 4 {
+			cols, extra = recordColumnsV7, ", false"
+		}
+		row := func(key, state, expires string) string {
+			return fmt.Sprintf(`INSERT INTO idemgate_records (%s) VALUES ('%s', 'Sync', 'idempotent-write', 'h', '\x5b315d', '%s', 'o-%s', %s, NULL, false,
+				'wf', 'run', 1, 1, %s, %s, %s%s)`, cols, key, state, key, at(0), at(0), at(0), expires, extra)
+		}
+		sd, conn, name := oldSchema(t, from, row("done", "completed", at(time.Hour)), row("gone", "claimed", at(10*time.Minute)),
+			row("live", "completed", at(1000*time.Hour)),
+			`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, workflow_id, run_id, attempt, result_ref, error, actor, reason)
+				VALUES (`+at(0)+`, 'done', 'Sync', 'idempotent-write', 'ran', 'h', 'wf', 'run', 1, '', '', '', '')`)
+		var identity string
+		if from >= 8 {
+			if err := conn.QueryRow(ctx, "SELECT value FROM "+name+".idemgate_meta WHERE name = 'identity'").Scan(&identity); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := Open(ctx, sd)
+		if err != nil {
+			t.Fatalf("open a version %d schema: %v", from, err)
+		}
+		if identity != "" && s.Identity() != identity {
+			t.Fatalf("version %d: identity %q after the migration; want %q kept", from, s.Identity(), identity)
+		}
+		var v int
+		if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+name+".idemgate_schema_version").Scan(&v); err != nil || v != SchemaVersion {
+			t.Fatalf("version %d: schema version = %d, %v; want %d", from, v, err, SchemaVersion)
+		}
+		var def string
+		if err := conn.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'idemgate_records_closed'`, name).Scan(&def); err != nil ||
+			!strings.Contains(def, "(expires_at, key) WHERE (state = ANY (ARRAY['completed'::text, 'released'::text]))") {
+			t.Fatalf("version %d: the closed records' expiry index: %q, %v", from, def, err)
+		}
+		if err := conn.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'idemgate_receipts_decision_rare'`, name).Scan(&def); err != nil ||
+			!strings.Contains(def, "(decision, id) WHERE (decision <> ALL (ARRAY['claimed'::text, 'ran'::text]))") {
+			t.Fatalf("version %d: the rare decisions' index: %q, %v", from, def, err)
+		}
+		if err := conn.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'idemgate_receipts_refusals'`, name).Scan(&def); err != nil ||
+			!strings.Contains(def, "(key) WHERE (decision = 'refused-in-flight'::text)") {
+			t.Fatalf("version %d: the refusals' index: %q, %v", from, def, err)
+		}
+		var old int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'idemgate_records_expires'`, name).Scan(&old); err != nil || old != 0 {
+			t.Fatalf("version %d: the expiry index of every record is still there (%d, %v)", from, old, err)
+		}
+		if n, err := s.Sweep(ctx, now, 0); err != nil || n != 2 {
+			t.Errorf("version %d: Sweep = %d, %v; want the expired completion and the long-gone claim", from, n, err)
+		}
+		if _, err := s.Get(ctx, "live"); err != nil {
+			t.Errorf("version %d: the live record after the sweep: %v", from, err)
+		}
+		for _, q := range []string{"UPDATE " + name + ".idemgate_receipts SET reason = 'x'", "DELETE FROM " + name + ".idemgate_receipts"} {
+			if _, err := conn.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "append-only") {
+				t.Errorf("version %d: %s: %v; want the append-only trigger to refuse it", from, q, err)
+			}
 		}
 		s.Close()
 	}

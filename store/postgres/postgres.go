@@ -20,8 +20,12 @@ import (
 // Options tunes a Store. The zero value is the documented default for every field.
 type Options struct {
 	// MaxConns caps the connection pool. Optional: zero means pool_max_conns from
-	// the DSN, else pgxpool's default (the greater of 4 and the number of CPUs).
-	// Negative is invalid.
+	// the DSN, else 32 (DefaultMaxConns). A step holds a connection while its
+	// commit waits for the server's WAL flush, so the pool is what lets
+	// concurrent activities share one flush: a worker running more writes at once
+	// than it has connections queues them in the client, one flush per pool-full.
+	// Connections open on demand. Lower it when many workers share a server with
+	// few connection slots (max_connections). Negative is invalid.
 	MaxConns int32
 	// ConnectTimeout bounds one connection attempt, so an unreachable server turns
 	// into store.ErrUnavailable instead of a hang. Optional: zero means
@@ -33,6 +37,10 @@ type Options struct {
 	// store.DurabilityStrict runs every session with synchronous_commit=on.
 	Durability store.Durability
 }
+
+// DefaultMaxConns is Options.MaxConns's default when the DSN sets no
+// pool_max_conns: 32 concurrent steps share the server's WAL flushes.
+const DefaultMaxConns = 32
 
 const (
 	defaultConnectTimeout = 5 * time.Second
@@ -74,8 +82,13 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 		// The parse error may quote the DSN, password included: do not wrap it.
 		return nil, errors.New("idemgate/store/postgres: cannot parse the DSN; want postgres://user:password@host:port/database or key=value pairs")
 	}
-	if o.MaxConns > 0 {
+	switch {
+	case o.MaxConns > 0:
 		cfg.MaxConns = o.MaxConns
+	case !strings.Contains(dsn, "pool_max_conns"):
+		// pgxpool's own default (the greater of 4 and the number of CPUs) queues
+		// concurrent claims in the client, each pool-full waiting for its own flush.
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if o.ConnectTimeout > 0 {
 		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
@@ -326,11 +339,13 @@ func (s *Store) Pending(ctx context.Context, now time.Time, limit int) ([]store.
 	// store.Blocking (the owner gone: unknown, or the lease at or before now; and not
 	// store.Expired), or store.RefusedWhileRunning: a destructive claim within its
 	// lease whose key's latest claim, takeover or in-flight refusal receipt is a
-	// refusal (store.RefusedSinceClaim, by the receipts' (key, id) index).
+	// refusal (store.RefusedSinceClaim, by the receipts' (key, id) index), asked only
+	// when the key has a refusal at all (the refusals' index, schema version 11).
 	q := `SELECT ` + recordColumns + ` FROM idemgate_records
 		WHERE state IN ('claimed', 'unknown') AND (
 			((state = 'unknown' OR lease <= $1) AND ` + notExpired + `)
 			OR (effect = 'destructive' AND state = 'claimed' AND lease > $1 AND
+				EXISTS (SELECT 1 FROM idemgate_receipts f WHERE f.decision = 'refused-in-flight' AND f.key = idemgate_records.key) AND
 				(SELECT x.decision FROM idemgate_receipts x WHERE x.key = idemgate_records.key
 					AND x.decision IN ('claimed', 'taken-over', 'refused-in-flight') ORDER BY x.id DESC LIMIT 1) = 'refused-in-flight'))
 		ORDER BY created_at, key`
@@ -447,7 +462,11 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 
 // Receipts lists matching receipts, oldest first.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
-	tail, args := sqlq.ReceiptQuery(f, sqlq.Dollar, func(t time.Time) any { return micro(t) })
+	cond := ""
+	if f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan {
+		cond = `decision NOT IN ('claimed', 'ran')` // the partial decision index holds them (schema version 11)
+	}
+	tail, args := sqlq.ReceiptQueryWhere(f, sqlq.Dollar, func(t time.Time) any { return micro(t) }, cond)
 	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
 		result_ref, error, actor, reason, resolution, effect_source FROM idemgate_receipts` + tail
 	rows, err := s.pool.Query(ctx, q, args...)
@@ -480,10 +499,7 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 // does not block new claims. Receipts are kept.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
 	return sqlq.SweepBatches(limit, sweepBatch, func(batch int) (int64, error) {
-		tag, err := s.pool.Exec(ctx, `WITH doomed AS (
-			SELECT key FROM idemgate_records WHERE expires_at <= $1 AND NOT `+notExpired+`
-			ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-			DELETE FROM idemgate_records r USING doomed WHERE r.key = doomed.key`, micro(now), store.LeaseMargin, batch)
+		tag, err := s.pool.Exec(ctx, sweepSQL, micro(now), store.LeaseMargin, batch)
 		if err != nil {
 			return 0, s.fail("sweep", err)
 		}
@@ -491,14 +507,37 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 	})
 }
 
+// sweepSQL deletes at most a batch ($3) of store.Expired records at $1 (margin $2):
+// the completed and released ones through their expiry index, the claimed and
+// unknown ones through the open index (schema version 11).
+const sweepSQL = `WITH closed AS (
+	SELECT key FROM idemgate_records WHERE ` + closedRecords + ` AND expires_at <= $1 AND NOT ` + notExpired + `
+	ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED),
+	open AS (
+	SELECT key FROM idemgate_records WHERE ` + openRecords + ` AND expires_at <= $1 AND NOT ` + notExpired + `
+	LIMIT $3 FOR UPDATE SKIP LOCKED),
+	doomed AS (SELECT key FROM closed UNION ALL SELECT key FROM open LIMIT $3)
+	DELETE FROM idemgate_records r USING doomed WHERE r.key = doomed.key`
+
+// closedRecords and openRecords name the records the two partial indexes hold
+// (migrations 2 and 11), in the words a query must use for the planner to pick them.
+const (
+	closedRecords = `state IN ('completed', 'released')`
+	openRecords   = `state IN ('claimed', 'unknown')`
+)
+
 // resetHeld is store.ResetHeld in SQL.
 const resetHeld = `(effect = 'destructive' AND state = 'completed' AND workflow_id <> '')`
+
+// heldSQL lists store.ResetHeld records past their window ($1) in the order of the
+// closed records' expiry index, (expires_at, key): a page reads a page.
+const heldSQL = `SELECT ` + recordColumns + ` FROM idemgate_records WHERE ` + closedRecords + ` AND ` + resetHeld + `
+	AND expires_at <= $1 ORDER BY expires_at, key`
 
 // Held lists the finished destructive writes kept past their window while their
 // workflow can be reset (store.HeldSweeper).
 func (s *Store) Held(ctx context.Context, now time.Time, limit int) ([]store.Record, error) {
-	q := `SELECT ` + recordColumns + ` FROM idemgate_records WHERE ` + resetHeld + ` AND expires_at <= $1
-		ORDER BY expires_at, key`
+	q := heldSQL
 	args := []any{micro(now)}
 	if limit > 0 {
 		q += " LIMIT $2"

@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
@@ -336,12 +336,27 @@ var migrations = []string{
 // version 9 with one more parameter, p_root_workflow_id (store.Claim.RootWorkflowID),
 // which a fresh claim and a takeover store, and with its expiry test comparing
 // roots (store.PastWindowForOther, store.Root).
+//
+// 11: one index entry fewer per claim (issue 21): the records' expiry index holds
+// only the records that left the claim (completed, released), so a claim does
+// not write it, and carries the key, Held's order (a page of held records was a
+// sort of every one past its window); Sweep finds the open records (claimed, unknown) through the open
+// index, whose rows are the claims in flight and the unknown outcomes. The
+// receipts of the rarer decisions (every one but claimed and ran, the two a claim
+// and a completion append) are indexed by decision, so --decision finds them
+// without a scan; the steps' own receipts are not written into it. The refusals
+// of claims in flight are indexed by key, so Pending asks the receipts about a
+// destructive claim within its lease only when one was refused.
 func init() {
 	migrations = append(migrations, beginV6())
 	migrations = append(migrations, beginV7())
 	migrations = append(migrations, beginV8())
 	migrations = append(migrations, beginV9())
 	migrations = append(migrations, beginV10())
+	migrations = append(migrations, `DROP INDEX idemgate_records_expires;
+	CREATE INDEX idemgate_records_closed ON idemgate_records (expires_at, key) WHERE state IN ('completed', 'released');
+	CREATE INDEX idemgate_receipts_decision_rare ON idemgate_receipts (decision, id) WHERE decision NOT IN ('claimed', 'ran');
+	CREATE INDEX idemgate_receipts_refusals ON idemgate_receipts (key) WHERE decision = 'refused-in-flight';`)
 }
 
 // beginV6 is migration 6, built from migration 4's idemgate_begin.

@@ -17,19 +17,17 @@ import (
 // transaction, runs them, and commits once — when one of them fails, the
 // transaction is rolled back and the batch runs again with each write under its
 // own SAVEPOINT (so one failure rolls back that write alone); the writes that queued meanwhile form the next
-// batch, led by the oldest of them. A batch holding a synced write (a claim, a
-// pause, or any write under DurabilityStrict) commits with synchronous=FULL, the
-// others with NORMAL on the same WAL: committed and visible, but on disk only
-// after the next synced commit, a checkpoint, or the flusher's sync of the WAL at
-// most FlushInterval later.
+// batch, led by the oldest of them. Every batch commits with synchronous=NORMAL
+// (the write connection never changes it): committed and visible, its frames in
+// the WAL but not yet synced. A batch holding a synced write (a claim, a pause, or
+// any write under DurabilityStrict) then syncs the WAL file itself before its
+// writes return — after the next batch was handed the lock, so the next batch's
+// statements run while this one's sync waits for the disk. The other batches are
+// on disk after the next synced batch, a checkpoint, or the flusher's sync of the
+// WAL at most FlushInterval later.
 
 // maxBatch bounds the writes in one transaction.
 const maxBatch = 128
-
-const (
-	levelNormal = 1 // PRAGMA synchronous values
-	levelFull   = 2
-)
 
 type job struct {
 	ctx  context.Context
@@ -80,20 +78,25 @@ func (s *Store) lead() {
 	}
 	s.mu.Unlock()
 
-	committed := s.commit(batch, sync)
+	committed := s.commit(batch)
 
 	s.mu.Lock()
+	var mark int64 // this batch's commit
 	if committed {
 		s.commits++
-		if sync {
-			s.synced = s.commits // the WAL is sequential: every earlier commit is on disk too
-		} else {
+		mark = s.commits
+		if !sync {
 			select {
 			case s.kick <- struct{}{}:
 			default:
 			}
 		}
 	}
+	syncing := committed && sync
+	if syncing {
+		s.syncing++ // Close waits for it
+	}
+	// The next batch runs its statements while this one's sync waits for the disk.
 	if len(s.queue) > 0 {
 		s.queue[0].turn <- struct{}{}
 	} else {
@@ -101,14 +104,52 @@ func (s *Store) lead() {
 		s.idle.Broadcast()
 	}
 	s.mu.Unlock()
+	if syncing {
+		err := s.syncTo(mark)
+		s.mu.Lock()
+		s.syncing--
+		s.idle.Broadcast()
+		s.mu.Unlock()
+		if err != nil {
+			// Committed and visible, but maybe never on disk: the writes that were to
+			// be synced fail (closed: a claim's caller gives it back).
+			for _, j := range batch {
+				if j.err == nil {
+					j.err = fmt.Errorf("idemgate/store/sqlite: %s %s: %w", j.op, s.path, err)
+				}
+			}
+		}
+	}
 	for _, j := range batch {
 		close(j.done)
 	}
 }
 
+// syncTo syncs the WAL unless the commit mark is known to be on disk already, and
+// then counts every commit made before the sync began as synced (the WAL is
+// sequential). A failed sync makes every later commit synced.
+func (s *Store) syncTo(mark int64) error {
+	s.mu.Lock()
+	if s.synced >= mark {
+		s.mu.Unlock()
+		return nil
+	}
+	target := s.commits
+	s.mu.Unlock()
+	err := s.syncWAL()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.syncFailed = true
+		return fmt.Errorf("%w: sync the WAL: %w; every later commit is synced; check the disk", store.ErrUnavailable, err)
+	}
+	s.synced = max(s.synced, target)
+	return nil
+}
+
 // commit runs batch in one transaction and sets every job's err. It reports
-// whether a transaction that wrote was committed.
-func (s *Store) commit(batch []*job, sync bool) bool {
+// whether a transaction that wrote was committed (not synced: see lead).
+func (s *Store) commit(batch []*job) bool {
 	live := batch[:0:0]
 	for _, j := range batch {
 		if err := j.ctx.Err(); err != nil {
@@ -132,16 +173,6 @@ func (s *Store) commit(batch []*job, sync bool) bool {
 	// can roll back the whole transaction, and with it the neighbours' writes.
 	// The caller's context is checked above, before its write starts.
 	bg := context.Background()
-	level := levelNormal
-	if sync {
-		level = levelFull
-	}
-	if level != s.level {
-		if _, err := s.w.ExecContext(bg, "PRAGMA synchronous = "+strconv.Itoa(level)); err != nil {
-			return fail(err)
-		}
-		s.level = level
-	}
 	tx, err := s.w.BeginTx(bg, nil)
 	if err != nil {
 		return fail(err)
@@ -254,8 +285,8 @@ func (s *Store) flusher(every time.Duration) {
 }
 
 // flush syncs the WAL when a commit is not on disk yet. A failed sync makes
-// every later commit synchronous (synchronous=FULL), since the unsynced commits
-// may never reach the disk.
+// every later commit synced before it returns, since the unsynced commits may
+// never reach the disk.
 func (s *Store) flush() error {
 	s.mu.Lock()
 	target := s.commits

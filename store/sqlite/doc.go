@@ -3,20 +3,22 @@
 //
 // # Durability
 //
-// The file runs in WAL mode, and each step's receipt is written in the same commit
-// as the step. Under store.DurabilityClaim (the default) a claim (Begin) and a
-// pause or resume commit with synchronous=FULL, so they are on disk before they
-// return; the later steps commit with synchronous=NORMAL on the same WAL: visible
-// and safe against a crash of the process at once, on disk with the next synced
-// commit, a checkpoint, or the sync of the WAL at most Options.FlushInterval
-// (100 ms) later, the window an operating-system crash can lose them in. Close
-// syncs. Under store.DurabilityStrict every commit is FULL.
+// The file runs in WAL mode with synchronous=NORMAL, and each step's receipt is
+// written in the same commit as the step. Every commit is visible and safe against
+// a crash of the process at once. Under store.DurabilityClaim (the default) a
+// claim (Begin) and a pause or resume are also on disk before they return: after
+// their commit, the store syncs the WAL file (an fsync) and only then answers. The
+// later steps are on disk with the next synced commit, a checkpoint, or the sync of
+// the WAL at most Options.FlushInterval (100 ms) later, the window an
+// operating-system crash can lose them in. Close syncs. Under
+// store.DurabilityStrict every commit is synced before it returns.
 //
 // Writes of one process queue for one connection and commit in groups: whoever
 // finds no commit running takes up to 128 queued writes into one transaction and
 // commits once (when one of them fails, the batch runs again with each write under
 // its own SAVEPOINT, so a failing write is rolled back alone);
-// a group that holds a claim is synced, so concurrent claims share one sync.
+// a group that holds a claim is synced, so concurrent claims share one sync, and
+// the next group runs its statements while that sync waits for the disk.
 // Store.Begin applies
 // store.Decide, and Complete, Release and Abandon apply store.Apply, inside one
 // BEGIN IMMEDIATE transaction, so every backend agrees rule for rule.
@@ -40,11 +42,22 @@
 // old receipts, both in short batches.
 //
 // Every B-tree a step touches is one more page written to the WAL and synced, so
-// the schema keeps them few (version 3): records are a WITHOUT ROWID table keyed
-// by key, indexed by expiry and, partially, by the open claims Pending lists;
-// receipts are indexed by key, workflow ID and time, and the activity and
-// decision filters are applied to the rows those find, or by a scan when they are
-// the only filters. Begin on a new key is one INSERT of the record and one of the
-// receipt; Complete, Release and Abandon each one UPDATE of the columns that
-// change (store.Apply's checks in its WHERE clause) and one receipt INSERT.
+// the schema keeps them few (version 10): a claim writes five B-trees, a
+// completion six. Records are a WITHOUT ROWID table keyed by key, indexed
+// partially by the open claims Pending lists (claimed, unknown) and by the expiry
+// of the closed ones (completed, released), which a claim does not write; Sweep
+// finds the expired open records through the open index, which carries what
+// Sweep and Pending read of them (state, effect, lease, expiry). Receipts are
+// indexed by key and workflow ID, and partially by decision (every decision but
+// claimed and ran, the two a step appends) and by the key of a refused-in-flight
+// receipt (what Pending asks about a destructive claim within its lease); their IDs are time-ordered (a receipt's ID is the greater
+// of its time in microseconds and the last ID plus one, and a trigger refuses any
+// other), so a time filter (--since) walks the ID range from its start instead
+// of a time index. The receipts written before version 10 keep their IDs and a
+// time index of their own, which no new receipt is written into. The activity and
+// decision filters are applied to the rows the other filters find, or by a scan
+// when they are the only filters. Begin on a new key is one INSERT of the record
+// and one of the receipt; Complete, Release and Abandon each one UPDATE of the
+// columns that change (store.Apply's checks in its WHERE clause) and one receipt
+// INSERT.
 package sqlite

@@ -39,69 +39,88 @@ func dTransition(key, owner string, d store.Decision) store.Transition {
 		Receipt: store.Receipt{Key: key, Activity: "ChargeCard", Effect: "destructive", Decision: d, ArgsHash: "h1"}}
 }
 
-// levels records PRAGMA synchronous, as SQLite reports it inside each batch's
-// transaction, just before the commit.
-type levels struct {
+// events records, in order, each batch's commit ("commit N": PRAGMA synchronous
+// as SQLite reports it inside the transaction, just before the commit) and each
+// sync of the WAL ("sync", with the number of commits made when it began).
+type events struct {
 	mu  sync.Mutex
-	got []int
+	got []string
 }
 
-func (l *levels) hook(t *testing.T) func(*sql.Tx, int) {
-	return func(tx *sql.Tx, _ int) {
+func (e *events) add(ev string) {
+	e.mu.Lock()
+	e.got = append(e.got, ev)
+	e.mu.Unlock()
+}
+
+func (e *events) take() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.got
+	e.got = nil
+	return out
+}
+
+// watch hooks e into s's commits and syncs; sync is the sync s runs after.
+func (e *events) watch(t *testing.T, s *Store, sync func() error) {
+	s.beforeCommit = func(tx *sql.Tx, _ int) {
 		var v int
 		if err := tx.QueryRow("PRAGMA synchronous").Scan(&v); err != nil {
 			t.Errorf("PRAGMA synchronous: %v", err)
 		}
-		l.mu.Lock()
-		l.got = append(l.got, v)
-		l.mu.Unlock()
+		e.add(fmt.Sprintf("commit %d", v))
+	}
+	s.syncWAL = func() error {
+		c, _, _, _ := s.counters()
+		e.add(fmt.Sprintf("sync after %d", c))
+		return sync()
 	}
 }
 
-func (l *levels) take() []int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.got
-	l.got = nil
-	return out
-}
-
-func TestClaimCommitsSynchronously(t *testing.T) {
+// The write connection never leaves synchronous=NORMAL (1): a write that must be
+// on disk before it returns (a claim, a pause or resume; every write under strict
+// durability) commits, then syncs the WAL file, and only then returns; the other
+// steps commit and return without a sync.
+func TestSyncedWritesSyncTheWALAfterTheirCommit(t *testing.T) {
 	ctx := context.Background()
 	pause := store.Pause{Activity: "ChargeCard", Actor: "ops", Reason: "test", Time: d0}
 	steps := []struct {
 		name string
 		do   func(s *Store) error
-		// PRAGMA synchronous of the commit: 2 FULL, 1 NORMAL.
-		claim, strict int
+		// synced under DurabilityClaim (under DurabilityStrict every step is).
+		synced bool
 	}{
-		{"claim", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k1", "a")); return err }, 2, 2},
-		{"complete", func(s *Store) error { return s.Complete(ctx, dTransition("k1", "a", store.DecisionRan)) }, 1, 2},
-		{"claim k2", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k2", "a")); return err }, 2, 2},
-		{"release", func(s *Store) error { return s.Release(ctx, dTransition("k2", "a", store.DecisionReleased)) }, 1, 2},
-		{"claim k3", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k3", "a")); return err }, 2, 2},
-		{"unknown", func(s *Store) error { return s.Abandon(ctx, dTransition("k3", "a", store.DecisionUnknown)) }, 1, 2},
+		{"claim", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k1", "a")); return err }, true},
+		{"complete", func(s *Store) error { return s.Complete(ctx, dTransition("k1", "a", store.DecisionRan)) }, false},
+		{"claim k2", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k2", "a")); return err }, true},
+		{"release", func(s *Store) error { return s.Release(ctx, dTransition("k2", "a", store.DecisionReleased)) }, false},
+		{"claim k3", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k3", "a")); return err }, true},
+		{"unknown", func(s *Store) error { return s.Abandon(ctx, dTransition("k3", "a", store.DecisionUnknown)) }, false},
 		{"read receipt", func(s *Store) error {
 			return s.Append(ctx, store.Receipt{Time: d0, Key: "r1", Activity: "Search", Effect: "read", Decision: store.DecisionRan})
-		}, 1, 2},
-		{"pause", func(s *Store) error { return s.Pause(ctx, pause) }, 2, 2},
-		{"resume", func(s *Store) error { return s.Resume(ctx, pause) }, 2, 2},
+		}, false},
+		{"pause", func(s *Store) error { return s.Pause(ctx, pause) }, true},
+		{"resume", func(s *Store) error { return s.Resume(ctx, pause) }, true},
 	}
 	for _, d := range []store.Durability{store.DurabilityClaim, store.DurabilityStrict} {
 		t.Run(d.String(), func(t *testing.T) {
-			s := openInternal(t, Options{Durability: d})
-			var l levels
-			s.beforeCommit = l.hook(t)
-			for _, st := range steps {
+			// A long flush interval: no sync of the flusher's comes between.
+			s := openInternal(t, Options{Durability: d, FlushInterval: time.Hour})
+			var e events
+			e.watch(t, s, s.syncWAL)
+			for i, st := range steps {
 				if err := st.do(s); err != nil {
 					t.Fatalf("%s: %v", st.name, err)
 				}
-				want := st.claim
-				if d == store.DurabilityStrict {
-					want = st.strict
+				want := []string{"commit 1"}
+				if st.synced || d == store.DurabilityStrict {
+					want = append(want, fmt.Sprintf("sync after %d", i+1))
 				}
-				if got := l.take(); len(got) != 1 || got[0] != want {
-					t.Errorf("%s under %s: committed with synchronous %v, want [%d]", st.name, d, got, want)
+				if got := e.take(); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s under %s: %q before it returned; want %q", st.name, d, got, want)
+				}
+				if c, sy, _, _ := s.counters(); (st.synced || d == store.DurabilityStrict) && sy != c {
+					t.Errorf("%s under %s: returned with %d of %d commits synced", st.name, d, sy, c)
 				}
 			}
 		})
@@ -137,9 +156,10 @@ func TestUnsyncedCommitIsFlushed(t *testing.T) {
 	}
 	mu.Lock()
 	n := len(syncs)
+	syncs = nil
 	mu.Unlock()
-	if n != 0 {
-		t.Fatalf("the flusher synced %d times after a synced commit alone; want 0", n)
+	if n != 1 {
+		t.Fatalf("%d syncs after a synced commit alone; want 1, the claim's own (none by the flusher)", n)
 	}
 
 	committed := time.Now()
@@ -170,12 +190,42 @@ func TestUnsyncedCommitIsFlushed(t *testing.T) {
 func TestFailedSyncMakesEveryCommitSynchronous(t *testing.T) {
 	ctx := context.Background()
 	s := openInternal(t, Options{FlushInterval: 10 * time.Millisecond})
-	s.syncWAL = func() error { return errors.New("EIO") }
-	var l levels
-	s.beforeCommit = l.hook(t)
+	var e events
+	failing := errors.New("EIO")
+	real := s.syncWAL
+	t.Cleanup(func() { s.syncWAL = real }) // before Close, which syncs
+	e.watch(t, s, func() error { return failing })
+	// The claim's own sync fails: it is committed but may not be on disk, so Begin
+	// fails (closed) rather than let the body run.
+	if _, _, err := s.Begin(ctx, dClaim("k1", "a")); !errors.Is(err, failing) || !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Begin whose sync failed: %v; want the sync's error, marked unavailable", err)
+	}
+	if _, _, _, failed := s.counters(); !failed {
+		t.Fatal("a failed sync of a claim left later commits unsynced")
+	}
+	if got := e.take(); fmt.Sprint(got) != "[commit 1 sync after 1]" {
+		t.Fatalf("the claim: %q; want its commit, then its sync", got)
+	}
+	// Every later commit is synced before it returns, the receipt's too.
+	if err := s.Append(ctx, store.Receipt{Time: d0, Key: "r1", Activity: "Search", Effect: "read", Decision: store.DecisionRan}); !errors.Is(err, failing) {
+		t.Fatalf("Append after a failed sync: %v; want the sync's error", err)
+	}
+	if got := e.take(); fmt.Sprint(got) != "[commit 1 sync after 2]" {
+		t.Fatalf("a receipt after a failed sync: %q; want its commit, then its sync", got)
+	}
+}
+
+// The flusher's failed sync makes every later commit synced too.
+func TestFailedFlushMakesEveryCommitSynced(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{FlushInterval: 10 * time.Millisecond})
+	var e events
 	if _, _, err := s.Begin(ctx, dClaim("k1", "a")); err != nil {
 		t.Fatal(err)
 	}
+	real := s.syncWAL
+	t.Cleanup(func() { s.syncWAL = real }) // before Close, which syncs
+	e.watch(t, s, func() error { return errors.New("EIO") })
 	if err := s.Complete(ctx, dTransition("k1", "a", store.DecisionRan)); err != nil {
 		t.Fatal(err)
 	}
@@ -186,14 +236,16 @@ func TestFailedSyncMakesEveryCommitSynchronous(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := s.Append(ctx, store.Receipt{Time: d0, Key: "r1", Activity: "Search", Effect: "read", Decision: store.DecisionRan}); err != nil {
-		t.Fatal(err)
+	if err := s.Append(ctx, store.Receipt{Time: d0, Key: "r1", Activity: "Search", Effect: "read", Decision: store.DecisionRan}); err == nil {
+		t.Fatal("a receipt after a failed flush returned without its failing sync")
 	}
-	if got := l.take(); fmt.Sprint(got) != "[2 1 2]" {
-		t.Fatalf("synchronous of claim, completion, then a receipt after a failed sync = %v; want [2 1 2]", got)
+	if got := e.take(); fmt.Sprint(got) != "[commit 1 sync after 2 commit 1 sync after 3]" {
+		t.Fatalf("completion, flush, then a receipt after the failed flush: %q; want the receipt synced after its commit", got)
 	}
 }
 
+// Concurrent claims share one sync per batch; a batch's statements may run while
+// the batch before it waits for its sync.
 // holdFirstBatch makes the first batch wait, before its commit, until want more
 // writes are queued, so that they all form the next batch. It records the size
 // of each batch.

@@ -153,7 +153,9 @@ func TestMigrateFromVersion2(t *testing.T) {
 		}
 		idx = append(idx, n)
 	}
-	wantIdx := []string{"idemgate_receipts_key", "idemgate_receipts_time", "idemgate_receipts_workflow", "idemgate_records_expires", "idemgate_records_open"}
+	// The indexes of the latest version (10: the expiry index holds the closed
+	// records only, the time index the receipts written before version 10).
+	wantIdx := []string{"idemgate_receipts_decision_rare", "idemgate_receipts_key", "idemgate_receipts_refusals", "idemgate_receipts_time_before_v10", "idemgate_receipts_workflow", "idemgate_records_closed", "idemgate_records_open"}
 	if !reflect.DeepEqual(idx, wantIdx) {
 		t.Fatalf("indexes after the migration = %v; want %v", idx, wantIdx)
 	}
@@ -268,8 +270,10 @@ func TestWriteConnectionDurability(t *testing.T) {
 	if err := s.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
 	}
-	if err := s.w.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
-		t.Fatalf("synchronous = %d, %v; want 2 (FULL)", sync, err)
+	// NORMAL: the commit queue syncs the WAL itself after the commits that must be
+	// on disk (TestSyncedWritesSyncTheWALAfterTheirCommit).
+	if err := s.w.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 1 {
+		t.Fatalf("synchronous = %d, %v; want 1 (NORMAL)", sync, err)
 	}
 }
 
@@ -327,7 +331,7 @@ func TestMigrateFromVersion4Prune(t *testing.T) {
 		t.Fatalf("DELETE outside a prune: %v; want the append-only trigger to abort it", err)
 	}
 	for _, q := range []string{"DELETE FROM idemgate_receipts WHERE key = 'old-5'",
-		"INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES (1, '', '', '', 'pruned', '', '', '', 0, '', '', '', ''); DELETE FROM idemgate_receipts WHERE decision = 'pruned'"} {
+		"INSERT INTO idemgate_receipts (id, time, key, activity, effect, decision, args_hash, workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES ((SELECT max(id) + 1 FROM idemgate_receipts), 1, '', '', '', 'pruned', '', '', '', 0, '', '', '', ''); DELETE FROM idemgate_receipts WHERE decision = 'pruned'"} {
 		tx, err := direct.Begin()
 		if err != nil {
 			t.Fatal(err)
@@ -564,6 +568,133 @@ func TestMigrateToVersion9(t *testing.T) {
 		}
 		if r, err := s.Get(ctx, "k2"); err != nil || r.RootWorkflowID != "root" || r.WorkflowID != "child" {
 			t.Fatalf("version %d: a new claim's record after a reopen: root %q workflow %q, %v", from, r.RootWorkflowID, r.WorkflowID, err)
+		}
+		s.Close()
+	}
+}
+
+// A file of every earlier version opens under version 10 with its data: its
+// receipts keep their IDs and are still found by time (their own time index),
+// new receipts get time-ordered IDs and are found by time after them, the
+// receipts stay append-only, the identity is kept, and the expired records of
+// both kinds (completed; an idempotent claim long gone) are swept.
+func TestMigrateToVersion10(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	us := func(d time.Duration) int64 { return t0.Add(d).UnixMicro() }
+	for from := 1; from <= 9; from++ {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", from))
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts := append(slices.Clone(migrations[:from]), fmt.Sprintf("PRAGMA user_version = %d", from))
+		cols := v3RecordColumns
+		extra := ""
+		if from >= 4 {
+			cols, extra = recordColumnsV7, ", 0"
+		}
+		// done: completed, expired at t0+1h; gone: an idempotent claim whose lease
+		// passed at t0 (kept until lease + LeaseMargin); live: completed, kept.
+		stmts = append(stmts,
+			fmt.Sprintf(`INSERT INTO idemgate_records (%s) VALUES ('done', 'Sync', 'idempotent-write', 'h', '[1]', 'completed', 'o1', %d, X'7b7d', 0, 'wf', 'run', 1, 1, %d, %d, %d%s)`,
+				cols, us(0), us(0), us(0), us(time.Hour), extra),
+			fmt.Sprintf(`INSERT INTO idemgate_records (%s) VALUES ('gone', 'Sync', 'idempotent-write', 'h', '[1]', 'claimed', 'o2', %d, NULL, 0, 'wf', 'run', 1, 1, %d, %d, %d%s)`,
+				cols, us(0), us(0), us(0), us(10*time.Minute), extra),
+			fmt.Sprintf(`INSERT INTO idemgate_records (%s) VALUES ('live', 'Sync', 'idempotent-write', 'h', '[1]', 'completed', 'o3', %d, X'7b7d', 0, 'wf', 'run', 1, 1, %d, %d, %d%s)`,
+				cols, us(0), us(0), us(0), us(1000*time.Hour), extra))
+		for i, d := range []time.Duration{0, time.Hour, 2 * time.Hour} {
+			stmts = append(stmts, fmt.Sprintf(`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash,
+				workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES (%d, 'old%d', 'Sync', 'idempotent-write', 'ran', 'h', 'wf', 'run', 1, '', '', '', '')`, us(d), i))
+		}
+		for _, q := range stmts {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("version %d: %s: %v", from, q, err)
+			}
+		}
+		var identity string
+		if from >= 8 {
+			if err := db.QueryRow(selectIdentity).Scan(&identity); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		s, err := Open(ctx, path)
+		if err != nil {
+			t.Fatalf("open a version %d file: %v", from, err)
+		}
+		if identity != "" && s.Identity() != identity {
+			t.Fatalf("version %d: identity %q after the migration, want %q kept", from, s.Identity(), identity)
+		}
+		if s.timeIDsFrom != 4 {
+			t.Fatalf("version %d: time-ordered IDs from %d; want 4 (after the 3 old receipts)", from, s.timeIDsFrom)
+		}
+		// A new receipt, older by its time than the newest old one.
+		if err := s.Append(ctx, store.Receipt{Time: t0.Add(90 * time.Minute), Key: "new", Activity: "Sync", Effect: "idempotent-write", Decision: store.DecisionRan}); err != nil {
+			t.Fatal(err)
+		}
+		keys := func(f store.ReceiptFilter) string {
+			rs, err := s.Receipts(ctx, f)
+			if err != nil {
+				t.Fatalf("version %d: Receipts(%+v): %v", from, f, err)
+			}
+			var out []string
+			for _, r := range rs {
+				out = append(out, fmt.Sprintf("%s@%d", r.Key, r.ID))
+			}
+			return fmt.Sprint(out)
+		}
+		newID := us(90 * time.Minute)
+		for _, c := range []struct {
+			f    store.ReceiptFilter
+			want string
+		}{
+			{store.ReceiptFilter{}, fmt.Sprintf("[old0@1 old1@2 old2@3 new@%d]", newID)},
+			{store.ReceiptFilter{Since: t0.Add(time.Minute)}, fmt.Sprintf("[old1@2 old2@3 new@%d]", newID)},
+			{store.ReceiptFilter{Since: t0.Add(time.Minute), Limit: 1}, "[old1@2]"},
+			{store.ReceiptFilter{Since: t0.Add(time.Minute), AfterID: 2, Limit: 2}, fmt.Sprintf("[old2@3 new@%d]", newID)},
+			{store.ReceiptFilter{Since: t0.Add(100 * time.Minute)}, "[old2@3]"},
+			{store.ReceiptFilter{Since: t0.Add(80 * time.Minute), Until: t0.Add(100 * time.Minute)}, fmt.Sprintf("[new@%d]", newID)},
+			{store.ReceiptFilter{Since: t0.Add(3 * time.Hour)}, "[]"},
+		} {
+			if got := keys(c.f); got != c.want {
+				t.Errorf("version %d: receipts %+v = %s; want %s", from, c.f, got, c.want)
+			}
+		}
+		// Append-only, old and new receipts alike; and no receipt below its time.
+		for _, q := range []string{
+			`UPDATE idemgate_receipts SET reason = 'x' WHERE id = 1`,
+			fmt.Sprintf(`UPDATE idemgate_receipts SET reason = 'x' WHERE id = %d`, newID),
+			`DELETE FROM idemgate_receipts WHERE id = 2`,
+			fmt.Sprintf(`DELETE FROM idemgate_receipts WHERE id = %d`, newID),
+			fmt.Sprintf(`INSERT OR REPLACE INTO idemgate_receipts (id, time, key, activity, effect, decision, args_hash, workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES (%d, %d, 'x', 'a', 'e', 'ran', 'h', 'w', 'r', 1, '', '', '', '')`, newID, newID),
+			fmt.Sprintf(`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, workflow_id, run_id, attempt, result_ref, error, actor, reason) VALUES (%d, 'x', 'a', 'e', 'ran', 'h', 'w', 'r', 1, '', '', '', '')`, us(200*time.Hour)),
+		} {
+			if _, err := s.w.ExecContext(ctx, q); err == nil {
+				t.Errorf("version %d: %s passed; want it refused", from, q)
+			}
+		}
+		if n, err := s.Sweep(ctx, t0.Add(2*time.Hour), 0); err != nil || n != 2 {
+			t.Errorf("version %d: Sweep = %d, %v; want the expired completion and the long-gone claim", from, n, err)
+		}
+		if _, err := s.Get(ctx, "live"); err != nil {
+			t.Errorf("version %d: the live record after the sweep: %v", from, err)
+		}
+		var idx []string
+		rows, err := s.r.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'idemgate_%' ORDER BY name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			idx = append(idx, n)
+		}
+		rows.Close()
+		if w := "[idemgate_receipts_decision_rare idemgate_receipts_key idemgate_receipts_refusals idemgate_receipts_time_before_v10 idemgate_receipts_workflow idemgate_records_closed idemgate_records_open]"; fmt.Sprint(idx) != w {
+			t.Errorf("version %d: indexes %v; want %s", from, idx, w)
 		}
 		s.Close()
 	}

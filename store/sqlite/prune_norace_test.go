@@ -38,10 +38,11 @@ func TestPruneLetsOtherWritersIn(t *testing.T) {
 	// past the worker's busy timeout.
 	const n = 240000
 	old := t0.Add(-48 * time.Hour).UnixMicro()
-	if _, err := db.Exec(`INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call, workflow_id,
+	// IDs as the store gives them (schema version 10): the time in microseconds.
+	if _, err := db.Exec(`INSERT INTO idemgate_receipts (id, time, key, activity, effect, decision, args_hash, call, workflow_id,
 		run_id, attempt, result_ref, error, actor, reason, resolution)
 		WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
-		SELECT ? + i, 'gone-' || i, 'ChargeCard', 'destructive', 'ran', 'h', NULL, 'wf', 'run', 1, '', '', '', '', '' FROM s`,
+		SELECT ?2 + i, ?2 + i, 'gone-' || i, 'ChargeCard', 'destructive', 'ran', 'h', NULL, 'wf', 'run', 1, '', '', '', '', '' FROM s`,
 		n-1, old); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // migrations[i] takes the schema from version i to i+1. PRAGMA user_version holds
@@ -164,10 +166,61 @@ var migrations = []string{
 	// about by a sweep. Older records have none ('': store.Root falls back to the
 	// workflow ID).
 	`ALTER TABLE idemgate_records ADD COLUMN root_workflow_id TEXT NOT NULL DEFAULT '';`,
+
+	// 10: fewer B-trees per step (issue 21): a claim writes 5 (the record, the open
+	// index; the receipt, its key and workflow indexes), a completion 6, where
+	// version 9 wrote 7 and 7.
+	//   - The records' expiry index holds only the records that left the claim
+	//     (completed, released): a claim does not write it. Sweep finds the open
+	//     records (claimed, unknown) through the open index, whose rows are the
+	//     claims in flight and the unknown outcomes; the open index carries what
+	//     store.Expired and store.Blocking read of them (state, effect, lease,
+	//     expiry), so Sweep and Pending read a record only when it is listed or
+	//     removed.
+	//   - The refusals of claims in flight are indexed by key, so Pending asks
+	//     the receipts about a destructive claim within its lease only when one
+	//     was refused (store.RefusedSinceClaim); a step's own receipts are not
+	//     written into it.
+	//   - Receipt IDs are time-ordered: a new receipt's ID is the greater of its
+	//     time in microseconds and the last ID plus one (insertReceipt), so a receipt
+	//     of time t has an ID of at least t, and --since t is the ID range from t
+	//     on; the time index goes. The receipts written before this version keep
+	//     their IDs, below {{B}} (idemgate_meta 'time_ids_from'), and a time
+	//     index of their own that no new receipt is written into.
+	//   - A trigger refuses a receipt whose ID is below its time: the ID range
+	//     stays exact whoever inserts.
+	//   - The receipts of the rarer decisions (every one but claimed and ran, the
+	//     two a claim and a completion append) are indexed by decision, so
+	//     --decision finds them without a scan; the steps' own receipts are not
+	//     written into it.
+	`DROP INDEX idemgate_records_expires;
+	CREATE INDEX idemgate_records_closed ON idemgate_records (expires_at) WHERE state IN ('completed', 'released');
+	DROP INDEX idemgate_records_open;
+	CREATE INDEX idemgate_records_open ON idemgate_records (created_at, key, state, effect, lease, expires_at)
+		WHERE state IN ('claimed', 'unknown');
+	CREATE INDEX idemgate_receipts_refusals ON idemgate_receipts (key) WHERE decision = 'refused-in-flight';
+	DROP INDEX idemgate_receipts_time;
+	CREATE INDEX idemgate_receipts_time_before_v10 ON idemgate_receipts (time) WHERE id < {{B}};
+	INSERT INTO idemgate_meta (name, value) VALUES ('time_ids_from', '{{B}}');
+	CREATE INDEX idemgate_receipts_decision_rare ON idemgate_receipts (decision) WHERE decision NOT IN ('claimed', 'ran');
+	CREATE TRIGGER idemgate_receipts_time_ids BEFORE INSERT ON idemgate_receipts
+	WHEN NEW.id IS NULL OR NEW.id < NEW.time
+	BEGIN SELECT RAISE(ABORT, 'idemgate: receipt IDs are time-ordered: an ID below its time (in microseconds) refused'); END;`,
 }
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 9
+const SchemaVersion = 10
+
+// timeIDsVersion is the version whose migration gives receipts time-ordered IDs;
+// its "{{B}}" is the first ID it may give (one past the last ID of the file).
+const timeIDsVersion = 10
+
+// rareDecisions is the condition of the partial decision index (migration 10), in
+// the words a query must use for SQLite to pick it.
+const rareDecisions = `decision NOT IN ('claimed', 'ran')`
+
+// selectTimeIDsFrom reads the first time-ordered receipt ID (migration 10).
+const selectTimeIDsFrom = `SELECT CAST(value AS INTEGER) FROM idemgate_meta WHERE name = 'time_ids_from'`
 
 // selectIdentity reads the store's identity (migration 8).
 const selectIdentity = `SELECT value FROM idemgate_meta WHERE name = 'identity'`
@@ -188,7 +241,15 @@ func migrate(ctx context.Context, w *sql.DB) error {
 		return fmt.Errorf("schema version %d is newer than this idemgate understands (%d); upgrade idemgate on this worker", v, len(migrations))
 	}
 	for i := v; i < len(migrations); i++ {
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+		q := migrations[i]
+		if i+1 == timeIDsVersion {
+			var b int64
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM idemgate_receipts`).Scan(&b); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", i+1, err)
+			}
+			q = strings.ReplaceAll(q, "{{B}}", strconv.FormatInt(b, 10))
+		}
+		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("migrate schema to version %d: %w", i+1, err)
 		}
 	}
@@ -228,9 +289,13 @@ const setSent = `UPDATE idemgate_records SET sent = ? WHERE key = ? AND owner = 
 const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
 	result_ref, error, actor, reason, resolution, effect_source`
 
-const insertReceipt = `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
+// insertReceipt gives the receipt a time-ordered ID (migration 10): the greater
+// of its time ?1 and the last ID plus one. The last ID is the rowid tree's
+// rightmost entry, on pages the append writes anyway.
+const insertReceipt = `INSERT INTO idemgate_receipts (id, time, key, activity, effect, decision, args_hash, call,
 	workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution, effect_source)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (max(?1, coalesce((SELECT max(id) FROM idemgate_receipts), 0) + 1),
+	?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)`
 
 // insertNew is the claim of a key with no record, the common case: Begin tries it
 // first and reads the record only when the key is taken.
@@ -256,16 +321,24 @@ const notExpired = `(expires_at > ? OR (state = 'claimed' AND lease > ?)
 	OR (effect = 'destructive' AND state IN ('claimed', 'unknown'))
 	OR (effect = 'destructive' AND state = 'completed' AND workflow_id <> ''))`
 
+// notExpiredOpen is notExpired for a record that is claimed or unknown (of its
+// clauses, the last can hold only for a completed record): the columns it reads
+// are all in the open index. Its first parameter is now and its second
+// now-LeaseMargin.
+const notExpiredOpen = `(expires_at > ? OR (state = 'claimed' AND lease > ?) OR effect = 'destructive')`
+
 // selectPending is store.Listed in SQL: store.Blocking (unknown, or claimed with its
 // lease at or before now; and not expired), or store.RefusedWhileRunning (a
 // destructive claim whose lease is after now, and the latest of the key's claim,
 // takeover and in-flight refusal receipts is a refusal: store.RefusedSinceClaim; the
-// receipts' key index, which SQLite orders by id within a key, finds it). Parameters:
+// receipts' key index, which SQLite orders by id within a key, finds it; the
+// refusals' index first tells whether the key has a refusal at all). Parameters:
 // now, now, now-LeaseMargin, now.
 const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
 	WHERE state IN ('claimed', 'unknown') AND (
-		((state = 'unknown' OR lease <= ?) AND ` + notExpired + `)
+		((state = 'unknown' OR lease <= ?) AND ` + notExpiredOpen + `)
 		OR (effect = 'destructive' AND state = 'claimed' AND lease > ? AND
+			EXISTS (SELECT 1 FROM idemgate_receipts f WHERE f.decision = 'refused-in-flight' AND f.key = idemgate_records.key) AND
 			(SELECT x.decision FROM idemgate_receipts x WHERE x.key = idemgate_records.key
 				AND x.decision IN ('claimed', 'taken-over', 'refused-in-flight') ORDER BY x.id DESC LIMIT 1) = 'refused-in-flight'))
 	ORDER BY created_at, key`
@@ -273,18 +346,33 @@ const selectPending = `SELECT ` + recordColumns + ` FROM idemgate_records
 // resetHeld is store.ResetHeld in SQL.
 const resetHeld = `(effect = 'destructive' AND state = 'completed' AND workflow_id <> '')`
 
-// selectHeld lists store.ResetHeld records past their window. Parameter: now.
+// closedRecords and openRecords name the records the two partial indexes hold
+// (migrations 2 and 10), in the words a query must use for SQLite to pick them.
+const (
+	closedRecords = `state IN ('completed', 'released')`
+	openRecords   = `state IN ('claimed', 'unknown')`
+)
+
+// selectHeld lists store.ResetHeld records past their window, through the closed
+// records' expiry index. Parameter: now.
 const selectHeld = `SELECT ` + recordColumns + ` FROM idemgate_records
-	WHERE ` + resetHeld + ` AND expires_at <= ? ORDER BY expires_at, key`
+	WHERE ` + closedRecords + ` AND ` + resetHeld + ` AND expires_at <= ? ORDER BY expires_at, key`
 
 // forgetHeld deletes a store.ResetHeld record past its window if it is still the
 // listed one. Parameters: key, owner, now.
 const forgetHeld = `DELETE FROM idemgate_records WHERE key = ? AND owner = ? AND ` + resetHeld + ` AND expires_at <= ?`
 
-// sweepRecords deletes at most a batch of store.Expired records. Parameters: now,
-// now, now-LeaseMargin, batch.
-const sweepRecords = `DELETE FROM idemgate_records WHERE key IN
-	(SELECT key FROM idemgate_records WHERE expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`
+// sweepClosed and sweepOpen delete at most a batch of store.Expired records: the
+// completed and released ones through their expiry index, the claimed and unknown
+// ones through the open index (its rows are the claims in flight and the unknown
+// outcomes, not the store's history). Parameters: now, now, now-LeaseMargin,
+// batch.
+const (
+	sweepClosed = `DELETE FROM idemgate_records WHERE key IN
+	(SELECT key FROM idemgate_records WHERE ` + closedRecords + ` AND expires_at <= ? AND NOT ` + notExpired + ` LIMIT ?)`
+	sweepOpen = `DELETE FROM idemgate_records WHERE key IN
+	(SELECT key FROM idemgate_records WHERE ` + openRecords + ` AND expires_at <= ? AND NOT ` + notExpiredOpen + ` LIMIT ?)`
+)
 
 // The prune's statements (Store.Prune). "+time" keeps SQLite from choosing the
 // time index: each batch walks the primary key from its cursor.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,8 @@ type Store struct {
 
 	strict  bool         // Options.Durability is store.DurabilityStrict
 	syncWAL func() error // the flusher's sync; a test replaces it
+	// seeQuery, when set by a test, sees each receipt query before it runs.
+	seeQuery func(q string, args []any)
 	// beforeCommit, when set by a test, sees each batch's transaction before
 	// its commit, with the number of writes in it.
 	beforeCommit func(tx *sql.Tx, writes int)
@@ -74,13 +77,16 @@ type Store struct {
 	queue      []*job
 	committing bool // a goroutine leads a batch; the queue waits for it
 	closed     bool
-	level      int    // PRAGMA synchronous of the write connection; only the batch leader uses it
+	syncing    int    // batches whose commit is being synced (lead); Close waits for them
 	commits    int64  // committed batches
 	synced     int64  // commits known to be on disk
 	flushes    int64  // syncs by the flusher that succeeded
 	syncFailed bool   // a sync failed: every later commit is synced
 	identity   string // read at Open (schema version 8)
-	retried    int64  // batches run again with a savepoint per write, after one write failed
+	// timeIDsFrom is the first time-ordered receipt ID (schema version 10): the
+	// receipts below it were written before and keep a time index of their own.
+	timeIDsFrom int64
+	retried     int64 // batches run again with a savepoint per write, after one write failed
 
 	getW, upsert, insertNew, complete, release, abandon, insertReceipt *sql.Stmt
 }
@@ -95,8 +101,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return OpenWith(ctx, path, Options{})
 }
 
-// OpenWith opens (creating it when missing) the store at path. It sets WAL and
-// synchronous=FULL, creates or migrates the schema, and fails when the file
+// OpenWith opens (creating it when missing) the store at path. It sets WAL (with
+// synchronous=NORMAL: the commit queue syncs the WAL itself after the commits
+// that must be on disk), creates or migrates the schema, and fails when the file
 // cannot be written.
 func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if o.BusyTimeout < 0 || o.MaxReaders < 0 || o.FlushInterval < 0 {
@@ -137,9 +144,11 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
-	// FULL: a commit is on disk before it returns (NORMAL in WAL mode is not).
-	// The commit queue lowers it to NORMAL for the batches that need no sync.
-	q.Add("_pragma", "synchronous(FULL)")
+	// NORMAL: a commit writes its frames to the WAL and does not sync them. The
+	// commit queue syncs the WAL file after each batch that must be on disk before
+	// it returns (a claim, a pause; every batch under DurabilityStrict), and the
+	// flusher after the others; SQLite syncs it before every checkpoint.
+	q.Add("_pragma", "synchronous(NORMAL)")
 	w, err := sql.Open("sqlite", abs+"?"+q.Encode()+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("idemgate/store/sqlite: open %s: %w", abs, err)
@@ -159,7 +168,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(o.MaxReaders)
 	r.SetMaxIdleConns(o.MaxReaders)
-	s := &Store{path: abs, w: w, r: r, strict: o.Durability == store.DurabilityStrict, level: levelFull,
+	s := &Store{path: abs, w: w, r: r, strict: o.Durability == store.DurabilityStrict,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), flushed: make(chan struct{})}
 	s.idle = sync.NewCond(&s.mu)
 	s.syncWAL = func() error { return syncWAL(abs) }
@@ -182,8 +191,15 @@ func (s *Store) init(ctx context.Context) error {
 	if err := migrate(ctx, s.w); err != nil {
 		return s.fail("create schema in", err)
 	}
+	// The schema (and the identity made with it) is on disk before the first claim.
+	if err := s.syncWAL(); err != nil {
+		return s.fail("sync the schema of", err)
+	}
 	if err := s.w.QueryRowContext(ctx, selectIdentity).Scan(&s.identity); err != nil {
 		return s.fail("read the identity of", err)
+	}
+	if err := s.w.QueryRowContext(ctx, selectTimeIDsFrom).Scan(&s.timeIDsFrom); err != nil {
+		return s.fail("read the schema of", err)
 	}
 	var err error
 	if s.getW, err = s.w.PrepareContext(ctx, selectRecord); err != nil {
@@ -213,7 +229,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	for s.committing {
+	for s.committing || s.syncing > 0 {
 		s.idle.Wait()
 	}
 	s.mu.Unlock()
@@ -364,10 +380,48 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 	return s.write(ctx, "append receipt to", false, func(ctx context.Context, tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
 }
 
-// Receipts lists matching receipts, oldest first.
+// Receipts lists matching receipts, oldest first. A receipt's ID is at least its
+// time in microseconds (schema version 10), so f.Since bounds the IDs to read: the
+// query walks the ID range from Since on, not a time index. The receipts written
+// before version 10 (IDs below timeIDsFrom) are read first, by their own time
+// index.
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
-	tail, args := sqlq.ReceiptQuery(f, sqlq.Question, func(t time.Time) any { return t.UnixMicro() })
-	q := "SELECT " + receiptColumns + " FROM idemgate_receipts" + tail
+	var cond []string
+	if f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan {
+		cond = append(cond, rareDecisions) // the partial decision index holds them
+	}
+	if f.Since.IsZero() {
+		return s.receipts(ctx, f, cond...)
+	}
+	var out []store.Receipt
+	if f.AfterID < s.timeIDsFrom-1 {
+		// The literal bound lets SQLite use the partial index of those receipts.
+		old, err := s.receipts(ctx, f, append(cond, "id < "+strconv.FormatInt(s.timeIDsFrom, 10))...)
+		if err != nil {
+			return nil, err
+		}
+		if f.Limit > 0 && len(old) >= f.Limit {
+			return old, nil
+		}
+		if f.Limit > 0 {
+			f.Limit -= len(old)
+		}
+		out = old
+	}
+	f.AfterID = max(f.AfterID, f.Since.UnixMicro()-1, s.timeIDsFrom-1)
+	rest, err := s.receipts(ctx, f, cond...)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, rest...), nil
+}
+
+// receipts runs one receipt query, with the conditions cond as well.
+func (s *Store) receipts(ctx context.Context, f store.ReceiptFilter, cond ...string) ([]store.Receipt, error) {
+	q, args := receiptSQL(f, cond...)
+	if s.seeQuery != nil {
+		s.seeQuery(q, args)
+	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
@@ -394,19 +448,34 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 	return out, nil
 }
 
+// receiptSQL is the receipt query of f with the conditions cond as well.
+func receiptSQL(f store.ReceiptFilter, cond ...string) (string, []any) {
+	tail, args := sqlq.ReceiptQueryWhere(f, sqlq.Question, func(t time.Time) any { return t.UnixMicro() }, strings.Join(cond, " AND "))
+	return "SELECT " + receiptColumns + " FROM idemgate_receipts" + tail, args
+}
+
 // Sweep removes at most limit expired records (store.Expired; limit <= 0: all of them), in
 // transactions of at most 1000 rows so that claims from this and other processes
 // wait for no more than one short batch. Receipts are kept.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
 	return sqlq.SweepBatches(limit, sweepBatch, func(batch int) (n int64, err error) {
 		err = s.write(ctx, "sweep", false, func(ctx context.Context, tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, sweepRecords, now.UnixMicro(), now.UnixMicro(),
-				now.Add(-store.LeaseMargin).UnixMicro(), batch)
-			if err != nil {
-				return err
+			n = 0
+			for _, q := range []string{sweepClosed, sweepOpen} {
+				res, err := tx.ExecContext(ctx, q, now.UnixMicro(), now.UnixMicro(),
+					now.Add(-store.LeaseMargin).UnixMicro(), int64(batch)-n)
+				if err != nil {
+					return err
+				}
+				m, err := res.RowsAffected()
+				if err != nil {
+					return err
+				}
+				if n += m; n >= int64(batch) {
+					break
+				}
 			}
-			n, err = res.RowsAffected()
-			return err
+			return nil
 		})
 		return n, err
 	})

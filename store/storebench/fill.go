@@ -46,6 +46,9 @@ func fillBench(ctx context.Context, n int) {
 		start := time.Now()
 		sqliteFill(ctx, fullPath, n)
 		fillCompare(ctx, "SQLite", n, time.Since(start), full, empty)
+		if *queries {
+			queryBench(ctx, "SQLite", n, full)
+		}
 		if *prune {
 			// The prune runs on a store of its own, as `idemgate receipts prune` runs
 			// in a process of its own.
@@ -68,6 +71,9 @@ func fillBench(ctx context.Context, n int) {
 		start := time.Now()
 		pgFill(ctx, fullDSN, n)
 		fillCompare(ctx, "PostgreSQL", n, time.Since(start), full, empty)
+		if *queries {
+			queryBench(ctx, "PostgreSQL", n, full)
+		}
 		if *prune {
 			op, err := postgres.OpenWith(ctx, fullDSN, postgres.Options{MaxConns: 1})
 			must(err)
@@ -149,9 +155,11 @@ func sqliteFill(ctx context.Context, path string, n int) {
 				?5, 0, 'fill-wf-' || printf('%010d', i), ?8, 1, 1, ?6 + i * ?7, ?6 + i * ?7, ?9, 0 FROM s`,
 			lo, hi, fillStep(n), args, result, base, spacing, runID, t0.Add(30*24*time.Hour).UnixMicro())
 		must(err)
-		_, err = tx.ExecContext(ctx, `INSERT INTO idemgate_receipts (time, key, activity, effect, decision, args_hash, call,
+		// The receipt ID is its time in microseconds, as the store gives it (schema
+		// version 10: time-ordered IDs).
+		_, err = tx.ExecContext(ctx, `INSERT INTO idemgate_receipts (id, time, key, activity, effect, decision, args_hash, call,
 			workflow_id, run_id, attempt, result_ref, error, actor, reason, resolution) `+gen+`
-			SELECT ?4 + i * ?5, `+key+`, 'ChargeCard', 'destructive', 'ran', '3f2a9c0b7d1e', NULL,
+			SELECT ?4 + i * ?5, ?4 + i * ?5, `+key+`, 'ChargeCard', 'destructive', 'ran', '3f2a9c0b7d1e', NULL,
 				'fill-wf-' || printf('%010d', i), ?6, 1, 'sha256:9b1f', '', '', '', '' FROM s`,
 			lo, hi, fillStep(n), base, spacing, runID)
 		must(err)
@@ -280,4 +288,64 @@ func pruneBench(ctx context.Context, name string, n int, s, op store.Store) {
 	}
 	fmt.Printf("\n%s: swept %d records in %s; pruned %d of %d receipts (batches of %d) in %s; %d claims beside it: median %s, p99 %s, max %s\n",
 		name, swept, sweepTime.Round(time.Second), removed, n, store.DefaultPruneBatch, pruneTime.Round(time.Second), len(lat), q(0.5), q(0.99), lat[len(lat)-1].Round(time.Millisecond))
+}
+
+// queryBench times one page of every operator query on the filled store s (n
+// records and receipts; a few claims of fillCompare's on top), each the median of
+// five runs, and prints a table.
+func queryBench(ctx context.Context, name string, n int, s store.Store) {
+	const page = 100
+	mid := n / 2
+	midKey := fmt.Sprintf("%08x/fill/%d", int64(mid)*fillStep(n), mid)
+	midWF := fmt.Sprintf("fill-wf-%010d", mid)
+	later := t0.Add(31 * 24 * time.Hour)
+	hs, _ := s.(interface {
+		Held(context.Context, time.Time, int) ([]store.Record, error)
+	})
+	type q struct {
+		what string
+		run  func() (int, error)
+	}
+	rec := func(f store.ReceiptFilter) func() (int, error) {
+		return func() (int, error) { rs, err := s.Receipts(ctx, f); return len(rs), err }
+	}
+	qs := []q{
+		{"pending (page of 100)", func() (int, error) { rs, err := s.Pending(ctx, t0, page); return len(rs), err }},
+		{"receipts --key (one key)", rec(store.ReceiptFilter{Key: midKey, Limit: page})},
+		{"receipts --workflow (one workflow)", rec(store.ReceiptFilter{WorkflowID: midWF, Limit: page})},
+		{"receipts --since (the last hour, first page)", rec(store.ReceiptFilter{Since: t0.Add(-time.Hour), Limit: page})},
+		{"receipts --since (the whole day, first page)", rec(store.ReceiptFilter{Since: t0.Add(-24 * time.Hour), Limit: page})},
+		{"receipts --activity (every receipt matches, first page)", rec(store.ReceiptFilter{Activity: "ChargeCard", Limit: page})},
+		{"receipts --decision resolved (none match: the whole table)", rec(store.ReceiptFilter{Decision: store.DecisionResolved, Limit: page})},
+		{"receipts --activity NoSuch (none match: the whole table)", rec(store.ReceiptFilter{Activity: "NoSuch", Limit: page})},
+		{"receipts, every one (first page)", rec(store.ReceiptFilter{Limit: page})},
+		{"export page (until a cut-off, after the middle ID, 1000)", func() (int, error) {
+			mids, err := s.Receipts(ctx, store.ReceiptFilter{WorkflowID: midWF, Limit: 1})
+			if err != nil || len(mids) == 0 {
+				return 0, err
+			}
+			rs, err := s.Receipts(ctx, store.ReceiptFilter{Until: t0, AfterID: mids[0].ID, Limit: 1000})
+			return len(rs), err
+		}},
+		{"sweep (nothing expired: one batch finds none)", func() (int, error) { return s.Sweep(ctx, t0, 1000) }},
+	}
+	if hs != nil {
+		qs = append(qs, q{"held (page of 100, none held)", func() (int, error) { rs, err := hs.Held(ctx, later, page); return len(rs), err }})
+	}
+	fmt.Printf("\n%s: one page of each operator query on %d records and %d receipts (median of 5)\n\n", name, n, n)
+	fmt.Println("| query | rows | ms |")
+	fmt.Println("|---|---:|---:|")
+	for _, x := range qs {
+		var ds []time.Duration
+		rows := 0
+		for range 5 {
+			start := time.Now()
+			r, err := x.run()
+			must(err)
+			ds = append(ds, time.Since(start))
+			rows = r
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		fmt.Printf("| %s | %d | %.1f |\n", x.what, rows, float64(ds[2].Microseconds())/1000)
+	}
 }

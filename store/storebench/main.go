@@ -52,11 +52,13 @@ var (
 	workers  = flag.String("workers", "1,8,32", "PostgreSQL worker counts")
 	durab    = flag.String("durability", "claim", "store durability: claim (only the claim synced) or strict (every step synced)")
 	sworkers = flag.String("sqlite-workers", "1", "SQLite worker counts (goroutines sharing one store; the bare side shares one connection, one sync per insert)")
+	pgConns  = flag.Int("pg-conns", 0, "PostgreSQL store pool size (0: as many connections as workers; the bare side always has as many as workers)")
 	path     = flag.String("path", "", "SQLite file (default: a new file in a temporary directory)")
 	memcheck = flag.Int("memcheck", 0, "claim+complete this many keys on -backend and print heap in use every 100k")
 	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of this process (store and bare rounds alike) to this file")
 	cpuSteps = flag.Int("cpu", 0, "instead of timing, print the CPU time per step (PostgreSQL server processes, read from /proc, so the server must run on this machine; and this process), store and bare, over this many steps of each kind with 8 workers")
 	fill     = flag.Int("fill", 0, "instead of comparing with bare writes, load this many records and receipts into one store (batched INSERT … SELECT, not through Begin) and compare a claim on it with a claim on an empty store")
+	queries  = flag.Bool("queries", false, "with -fill: then time one page of every operator query (pending, receipts by key, workflow, since, activity, decision, an export page, a sweep batch, held) on the filled store")
 	prune    = flag.Bool("prune", false, "with -fill: then sweep the records and prune every receipt while one worker claims, and print the prune's time and the claims' latency")
 	walSteps = flag.Int("wal", 0, "instead of timing, print the WAL written per step (SQLite pages, PostgreSQL bytes), store and bare, averaged over this many steps of one worker (at most 100 on SQLite, so that no automatic checkpoint runs in between)")
 )
@@ -203,6 +205,9 @@ func openStore(ctx context.Context, which string, conns int) (store.Store, func(
 		}
 		return s, func() { s.Close() }
 	case "postgres":
+		if *pgConns > 0 {
+			conns = *pgConns
+		}
 		s, err := postgres.OpenWith(ctx, pgDSN(), postgres.Options{MaxConns: int32(conns), Durability: d})
 		if err != nil {
 			log.Fatal(err)

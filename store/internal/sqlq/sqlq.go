@@ -34,7 +34,16 @@ func (p Placeholder) mark(n int) string {
 // and the LIMIT, with ph's placeholders, and the arguments they bind. at
 // converts Since and Until to the backend's encoding of the time column.
 func ReceiptQuery(f store.ReceiptFilter, ph Placeholder, at func(time.Time) any) (tail string, args []any) {
+	return ReceiptQueryWhere(f, ph, at, "")
+}
+
+// ReceiptQueryWhere is ReceiptQuery with one more condition, cond (no
+// placeholders), first in the WHERE clause; "" adds none.
+func ReceiptQueryWhere(f store.ReceiptFilter, ph Placeholder, at func(time.Time) any, cond string) (tail string, args []any) {
 	var where []string
+	if cond != "" {
+		where = append(where, cond)
+	}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, cond+" "+ph.mark(len(args)))

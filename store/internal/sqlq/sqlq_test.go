@@ -97,3 +97,15 @@ func TestSweepBatchesStopsAtError(t *testing.T) {
 		t.Fatalf("removed %d, err %v after %d calls; want 20, boom, 3", total, err, calls)
 	}
 }
+
+func TestReceiptQueryWhere(t *testing.T) {
+	at := func(t time.Time) any { return t.UnixMicro() }
+	since := time.Unix(100, 0)
+	tail, args := ReceiptQueryWhere(store.ReceiptFilter{Since: since, Limit: 5}, Question, at, "id < 42")
+	if want := " WHERE id < 42 AND time >= ? ORDER BY id LIMIT ?"; tail != want || !reflect.DeepEqual(args, []any{since.UnixMicro(), 5}) {
+		t.Fatalf("got %q %#v, want %q", tail, args, want)
+	}
+	if tail, _ := ReceiptQueryWhere(store.ReceiptFilter{}, Dollar, at, "id < 42"); tail != " WHERE id < 42 ORDER BY id" {
+		t.Fatalf("condition alone: %q", tail)
+	}
+}
