@@ -268,9 +268,11 @@ func (pl *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOpt
 }
 
 // StopWorker lets the worker stop (polling ends; running activities get
-// WorkerStopTimeout to finish), then, when PluginOptions.CloseStore asks for it and
-// no other worker of this plugin still runs, waits for the gated attempts still
-// running to store their outcome (or pass their leases) and closes the store.
+// WorkerStopTimeout to finish), then, when no other worker of this plugin still
+// runs, stores the read receipts the gate still queues (see Flush; at most 30
+// seconds) and, when PluginOptions.CloseStore asks for it, waits for the gated
+// attempts still running to store their outcome (or pass their leases), stores the
+// read receipts they queued and closes the store.
 func (pl *Plugin) StopWorker(ctx context.Context, o worker.PluginStopWorkerOptions, next func(context.Context, worker.PluginStopWorkerOptions)) {
 	next(ctx, o)
 	pl.stopped(o.WorkerInstanceKey)
