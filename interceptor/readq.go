@@ -64,8 +64,10 @@ type readQueue struct {
 	st    store.Gate
 	cap   int
 	every time.Duration
-	// appendBatch appends one batch; store.AppendReceipts unless a test holds it.
-	appendBatch func(ctx context.Context, rs []store.Receipt) error
+	// appendBatch appends the receipts of one batch and returns how many of the first
+	// of them are stored: all of them or none through a store.ReceiptBatcher, else
+	// those Append took before the first error (see appendOf).
+	appendBatch func(ctx context.Context, rs []store.Receipt) (int, error)
 	stats       readStats
 
 	mu     sync.Mutex
@@ -88,8 +90,30 @@ func newReadQueue(st store.Gate, capacity int) *readQueue {
 	q := &readQueue{st: st, cap: capacity, every: readFlushEvery, room: make(chan struct{}), drained: make(chan struct{}),
 		kick: make(chan struct{}, 1), halt: make(chan struct{}), logger: log.NewStructuredLogger(slog.Default()),
 		metrics: client.MetricsNopHandler}
-	q.appendBatch = func(ctx context.Context, rs []store.Receipt) error { return store.AppendReceipts(ctx, st, rs) }
+	q.appendBatch = appendOf(st)
 	return q
+}
+
+// appendOf appends a batch to st in one step when st is a store.ReceiptBatcher,
+// else one Append at a time, reporting how many it stored before an error: a
+// retry must not append those twice.
+func appendOf(st store.Gate) func(ctx context.Context, rs []store.Receipt) (int, error) {
+	if b, ok := st.(store.ReceiptBatcher); ok {
+		return func(ctx context.Context, rs []store.Receipt) (int, error) {
+			if err := b.AppendReceipts(ctx, rs); err != nil {
+				return 0, err
+			}
+			return len(rs), nil
+		}
+	}
+	return func(ctx context.Context, rs []store.Receipt) (int, error) {
+		for i, r := range rs {
+			if err := st.Append(ctx, r); err != nil {
+				return i, err
+			}
+		}
+		return len(rs), nil
+	}
 }
 
 // push queues r, the receipt of a read that ran. When the queue is full it waits
@@ -195,12 +219,15 @@ func (q *readQueue) appendKept(batch []store.Receipt) bool {
 	delay := readRetryFirst
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), readAppendTimeout)
-		err := q.appendBatch(ctx, batch)
+		n, err := q.appendBatch(ctx, batch)
 		cancel()
 		q.mu.Lock()
+		if n > 0 {
+			q.stats.appended.Add(int64(n))
+			q.release(n)
+			batch = batch[n:]
+		}
 		if err == nil {
-			q.stats.appended.Add(int64(len(batch)))
-			q.release(len(batch))
 			q.failing = false
 			q.mu.Unlock()
 			return true

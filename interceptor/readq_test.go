@@ -441,3 +441,49 @@ func TestClosedStoreDropsQueuedReadReceiptsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// oneByOneStore reports store.DurabilityClaim but cannot append a batch in one
+// step (no store.ReceiptBatcher): the queue appends its receipts one by one. Its
+// Append fails once, on the call failAt.
+type oneByOneStore struct {
+	*memory.Store
+	calls, failAt atomic.Int64
+}
+
+func (s *oneByOneStore) Durability() store.Durability { return store.DurabilityClaim }
+
+func (s *oneByOneStore) Append(ctx context.Context, r store.Receipt) error {
+	if s.calls.Add(1) == s.failAt.Load() {
+		return fmt.Errorf("one by one: %w: connection reset (injected)", store.ErrUnavailable)
+	}
+	return s.Store.Append(ctx, r)
+}
+
+// A store that appends one receipt at a time and fails within a batch: the retry
+// appends only the receipts not yet stored, so each read has exactly one receipt.
+func TestReadBatchRetryDoesNotDuplicate(t *testing.T) {
+	st := &oneByOneStore{Store: memory.New()}
+	st.failAt.Store(3)
+	g := newReadGate(t, interceptor.Options{Store: st})
+	for range 5 {
+		if err := g.run(t, "GetBalance"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := interceptor.Flush(ctx, g.gate); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := st.Receipts(ctx, store.ReceiptFilter{Activity: "GetBalance"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]int{}
+	for _, r := range rs {
+		keys[r.Key]++
+	}
+	if len(rs) != 5 || len(keys) != 5 {
+		t.Fatalf("%d read receipts for %d reads (%v); want each read's receipt once", len(rs), len(keys), keys)
+	}
+}
