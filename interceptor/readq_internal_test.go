@@ -73,3 +73,54 @@ func TestPluginStopFlushesQueuedReadReceipts(t *testing.T) {
 		})
 	}
 }
+
+// oneByOneStore reports store.DurabilityClaim but cannot append a batch in one
+// step (no store.ReceiptBatcher): the queue appends its receipts one by one. Its
+// Append fails once, on the call failAt.
+type oneByOneStore struct {
+	store.Store // not *memory.Store: its AppendReceipts must not be promoted
+	calls, failAt atomic.Int64
+}
+
+func (s *oneByOneStore) Durability() store.Durability { return store.DurabilityClaim }
+
+func (s *oneByOneStore) Append(ctx context.Context, r store.Receipt) error {
+	if s.calls.Add(1) == s.failAt.Load() {
+		return fmt.Errorf("one by one: %w: connection reset (injected)", store.ErrUnavailable)
+	}
+	return s.Store.Append(ctx, r)
+}
+
+// A store that appends one receipt at a time and fails within a batch: the retry
+// appends only the receipts not yet stored, so each read has exactly one receipt.
+func TestReadBatchRetryDoesNotDuplicate(t *testing.T) {
+	st := &oneByOneStore{Store: memory.New()}
+	st.failAt.Store(3) // the third receipt of the one batch
+	o, err := Options{Store: st}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newRoot(o).reads
+	q.every = time.Hour // one batch, taken by the flush below
+	for i := range 5 {
+		q.push(context.Background(), store.Receipt{Time: time.Now(), Key: fmt.Sprint("k", i), Activity: "GetBalance",
+			Effect: "read", Decision: store.DecisionRan}, log.NewStructuredLogger(slog.New(slog.DiscardHandler)), client.MetricsNopHandler)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := q.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := st.Receipts(ctx, store.ReceiptFilter{Activity: "GetBalance"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]int{}
+	for _, r := range rs {
+		keys[r.Key]++
+	}
+	if len(rs) != 5 || len(keys) != 5 || q.stats.failures.Load() != 1 {
+		t.Fatalf("%d read receipts for %d reads (%v), %d failures; want each read's receipt once after one failure",
+			len(rs), len(keys), keys, q.stats.failures.Load())
+	}
+}
