@@ -78,7 +78,7 @@ func TestPluginStopFlushesQueuedReadReceipts(t *testing.T) {
 // step (no store.ReceiptBatcher): the queue appends its receipts one by one. Its
 // Append fails once, on the call failAt.
 type oneByOneStore struct {
-	store.Store // not *memory.Store: its AppendReceipts must not be promoted
+	store.Store   // not *memory.Store: its AppendReceipts must not be promoted
 	calls, failAt atomic.Int64
 }
 

@@ -441,4 +441,3 @@ func TestClosedStoreDropsQueuedReadReceiptsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
