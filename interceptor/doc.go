@@ -36,6 +36,23 @@
 //	gate, err := interceptor.New(interceptor.Options{Store: st})
 //	...
 //	w := worker.New(c, "agent", worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
+//	...
+//	w.Stop()
+//	interceptor.Flush(ctx, gate) // the last read receipts, before st.Close()
+//
+// The same value mints keys in workflows and gates activities, so the workers that
+// run the workflows and the activities both need it.
+//
+// # Read receipts
+//
+// Under the store's default durability (store.DurabilityClaim) a read writes
+// nothing on its path: its receipt is queued and appended in a batch within 100 ms
+// (one transaction or round trip for many reads), and at Flush; the plugin flushes
+// at its workers' stop. A crash of the process loses the receipts of its last reads,
+// never a claim or a write's receipt. A full queue (Options.ReadReceiptQueue) slows
+// reads down rather than drop their receipts; a receipt is dropped only while the
+// store fails, logged and counted (MetricReadReceiptsDropped). Under
+// store.DurabilityStrict each read appends its receipt before it returns.
 //
 // # Keys
 //

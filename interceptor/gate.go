@@ -96,7 +96,12 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *sdkintercepto
 		if err != nil {
 			rec.Error = err.Error()
 		}
-		if !r.opts.SkipReadReceipts {
+		switch {
+		case r.opts.SkipReadReceipts:
+		case r.reads != nil:
+			// Off the path: appended in a batch within readFlushEvery (readq.go).
+			r.reads.push(ctx, rec, activity.GetLogger(ctx), activity.GetMetricsHandler(ctx))
+		default:
 			if aerr := r.opts.Store.Append(context.WithoutCancel(ctx), rec); aerr != nil {
 				activity.GetLogger(ctx).Warn("idemgate: read receipt not stored (the read ran)", "activity", c.name, "error", aerr)
 			}

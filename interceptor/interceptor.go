@@ -8,6 +8,8 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemgate/idemgate/store"
 )
 
 // New returns the idemgate worker interceptor: register it in
@@ -26,7 +28,11 @@ func New(opts Options) (sdkinterceptor.WorkerInterceptor, error) {
 
 // newRoot is the one gate both New and NewPlugin hand out, from validated options.
 func newRoot(o Options) *root {
-	return &root{opts: o, pauses: pauseCache{first: make(chan struct{})}, known: knownNames(o)}
+	r := &root{opts: o, pauses: pauseCache{first: make(chan struct{})}, known: knownNames(o)}
+	if !o.SkipReadReceipts && store.DurabilityOf(o.Store) == store.DurabilityClaim {
+		r.reads = newReadQueue(o.Store, o.ReadReceiptQueue)
+	}
+	return r
 }
 
 // knownNames is every activity or tool name the options name (Effects, Hints,
@@ -63,6 +69,9 @@ type root struct {
 	// history is the worker client the plugin's reconciler reads Temporal's history
 	// with (captured from the first gated write).
 	history historyHolder
+	// reads queues read receipts for their batch (readq.go); nil when reads append
+	// on their path (a strict store, or one that does not say) or append nothing.
+	reads *readQueue
 }
 
 // stopGiveBacks ends the gate's background give-backs (see giveBack): for a stop that

@@ -111,9 +111,23 @@ type Options struct {
 	MaxResultSize int
 
 	// SkipReadReceipts stops the gate from appending a receipt for every read.
-	// Optional: false records reads too (one store write per read; a store error
-	// never stops a read).
+	// Optional: false records reads too (a store error never stops a read). Under
+	// the store's default durability (store.DurabilityClaim: the SQLite and
+	// PostgreSQL stores' default) a read writes nothing on its path: its receipt is
+	// queued and appended in a batch within 100 ms, off the path, so a crash of the
+	// process can lose the receipts of the reads of its last 100 ms (never a claim or
+	// a write's receipt); see ReadReceiptQueue and Flush. Under
+	// store.DurabilityStrict, and with a store that does not report its durability
+	// (store.DurabilityReporter: the memory store, a wrapper), each read appends its
+	// receipt before it returns.
 	SkipReadReceipts bool
+
+	// ReadReceiptQueue bounds the read receipts queued for their batch. A read that
+	// finds the queue full waits for room (back-pressure, counted in
+	// MetricReadReceiptsWaited) until its context ends; its receipt is dropped,
+	// logged and counted (MetricReadReceiptsDropped) only then, or when the store
+	// does not take the queue's batches. Optional: 0 means 4096. Negative is invalid.
+	ReadReceiptQueue int
 
 	// HoldUnknown, when > 0, makes a destructive write whose earlier outcome is
 	// unknown wait for its settlement instead of failing: when no witness can tell,
@@ -215,6 +229,9 @@ func (o Options) withDefaults() (Options, error) {
 			"Resolve method): the witnesses would never be asked. Next step: pass the store itself (memory, sqlite, "+
 			"postgres), or make the wrapper forward Resolve", o.Store))
 	}
+	if o.ReadReceiptQueue < 0 {
+		errs = append(errs, fmt.Errorf("Options.ReadReceiptQueue = %d is negative: use 0 for the default (%d)", o.ReadReceiptQueue, DefaultReadReceiptQueue))
+	}
 	if o.WitnessTimeout < 0 {
 		errs = append(errs, fmt.Errorf("Options.WitnessTimeout = %v is negative: use 0 for the default (5s)", o.WitnessTimeout))
 	}
@@ -244,6 +261,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WitnessTimeout == 0 {
 		o.WitnessTimeout = DefaultWitnessTimeout
+	}
+	if o.ReadReceiptQueue == 0 {
+		o.ReadReceiptQueue = DefaultReadReceiptQueue
 	}
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()

@@ -36,6 +36,7 @@ func TestNewValidates(t *testing.T) {
 			[]string{`VendorWindows["ChargeCard"]`}},
 		{"negative hold", interceptor.Options{Store: memory.New(), HoldUnknown: -time.Second}, []string{"Options.HoldUnknown"}},
 		{"negative pause refresh", interceptor.Options{Store: memory.New(), PauseRefresh: -time.Second}, []string{"Options.PauseRefresh"}},
+		{"negative read receipt queue", interceptor.Options{Store: memory.New(), ReadReceiptQueue: -1}, []string{"Options.ReadReceiptQueue"}},
 		{"two at once", interceptor.Options{Window: -1}, []string{"Options.Store", "Options.Window"}},
 	}
 	for _, c := range cases {

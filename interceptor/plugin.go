@@ -260,14 +260,19 @@ func (pl *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOpt
 		pl.stopped(o.WorkerInstanceKey)
 		return err
 	}
+	if pl.gate.reads != nil {
+		pl.gate.reads.setLogger(pl.logger())
+	}
 	pl.startReconciler()
 	return nil
 }
 
 // StopWorker lets the worker stop (polling ends; running activities get
-// WorkerStopTimeout to finish), then, when PluginOptions.CloseStore asks for it and
-// no other worker of this plugin still runs, waits for the gated attempts still
-// running to store their outcome (or pass their leases) and closes the store.
+// WorkerStopTimeout to finish), then, when no other worker of this plugin still
+// runs, stores the read receipts the gate still queues (see Flush; at most 30
+// seconds) and, when PluginOptions.CloseStore asks for it, waits for the gated
+// attempts still running to store their outcome (or pass their leases), stores the
+// read receipts they queued and closes the store.
 func (pl *Plugin) StopWorker(ctx context.Context, o worker.PluginStopWorkerOptions, next func(context.Context, worker.PluginStopWorkerOptions)) {
 	next(ctx, o)
 	pl.stopped(o.WorkerInstanceKey)
@@ -400,7 +405,14 @@ func (pl *Plugin) stopped(instanceKey string) {
 	if last && rec != nil {
 		rec.stop() // before the store may close under it
 	}
-	if !last || !pl.p.CloseStore {
+	if !last {
+		return
+	}
+	if !pl.p.CloseStore {
+		// The caller may close the store once Stop returns: store the queued read
+		// receipts first. Reads still running past WorkerStopTimeout queue theirs
+		// after this, for the flusher.
+		pl.flushReads()
 		return
 	}
 	pl.closeOnce.Do(func() {
@@ -416,12 +428,29 @@ func (pl *Plugin) stopped(instanceKey string) {
 				"running have stored their outcome (at the latest until their leases pass, %s)", n,
 				until.UTC().Format(time.RFC3339)), "inFlight", n)
 		})
+		// The reads that ran queued their receipts: store them before the store closes.
+		pl.flushReads()
+		if pl.gate.reads != nil {
+			pl.gate.reads.stop()
+		}
 		// Give-backs still retrying past their leases would use a closed store.
 		pl.gate.stopGiveBacks()
 		if err := c.Close(); err != nil {
 			pl.logger().Warn("idemgate: closing the store failed", "error", err)
 		}
 	})
+}
+
+// readFlushTimeout bounds the plugin's wait for the queued read receipts at stop.
+const readFlushTimeout = 30 * time.Second
+
+// flushReads stores the gate's queued read receipts at a worker's stop.
+func (pl *Plugin) flushReads() {
+	ctx, cancel := context.WithTimeout(context.Background(), readFlushTimeout)
+	defer cancel()
+	if err := pl.gate.flushReads(ctx); err != nil {
+		pl.logger().Warn("idemgate: the queued read receipts were not all stored at the worker's stop", "error", err)
+	}
 }
 
 // registeredActivityNames returns the activity types a registration adds, named

@@ -9,7 +9,9 @@
 // pauses). Write a backend or a test double against it first. Operator is what the
 // idemgate command and reconcilers call to inspect and settle keys (receipts,
 // pending keys, resolve, pause, sweep). Store embeds both; every backend here
-// implements Store.
+// implements Store. Two optional interfaces serve the gate's read receipt queue:
+// ReceiptBatcher (many receipts in one atomic step) and DurabilityReporter (the
+// store's Durability; a store that does not say is taken as strict).
 //
 // # Contract
 //

@@ -7,9 +7,13 @@ import "fmt"
 //
 // Only the claim must be on disk before the activity body runs: lost after the
 // vendor acted, it would let a retry send again. Everything after the body
-// (completion, release, unknown outcome, resolution, read receipts) is committed
-// before the call returns, so it survives a crash of the process, but under
-// DurabilityClaim it does not wait for its own sync. An operating-system crash or
+// (completion, release, unknown outcome, resolution) is committed before the call
+// returns, so it survives a crash of the process, but under DurabilityClaim it
+// does not wait for its own sync. Under DurabilityClaim the gate also takes read
+// receipts off the read's path: it queues them and appends them in batches
+// (ReceiptBatcher) within 100 ms, so a crash of the process can lose the receipts
+// of its last reads, never a claim or a write's receipt; a store tells the gate its
+// durability through DurabilityReporter. An operating-system crash or
 // power loss can then lose such a step; that leaves the record claimed with its
 // owner gone, the state a worker killed between the vendor's answer and the store
 // leaves, which the gate already handles without a second send (destructive

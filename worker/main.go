@@ -213,6 +213,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	<-ctx.Done()
 	w.Stop()
+	// The reads' receipts are appended in batches off their path: store the last
+	// ones before the store closes.
+	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer fcancel()
+	if err := interceptor.Flush(fctx, gate); err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+	}
 	return 0
 }
 

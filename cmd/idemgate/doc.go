@@ -36,6 +36,9 @@
 // effect, workflow/run, attempt, decision, args hash, result reference, error (and
 // who resolved or paused, and why). --key with --namespace and --activity takes the
 // business key given to interceptor.WithKey. --since 1h shows the last hour.
+// Receipts list in the order the store appended them, except a read's: the gate
+// appends read receipts in batches up to 100 ms after the reads ran, so each is
+// listed at its read's time (store.ReadsAtTheirTime).
 // --key shows the key's whole story, oldest first, and ends with a summary line
 // (receipts per decision, first and last time, the key's state now); with --limit N
 // the newest N of it — never the oldest rows with the resolution cut off. The

@@ -52,7 +52,8 @@ func (c *cli) receipts(args []string) error {
 	if sub, err := c.receiptsSub(args); sub {
 		return err
 	}
-	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --reason WHY", "Lists the append-only receipts, oldest first.\n"+
+	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --reason WHY", "Lists the append-only receipts, oldest first (in the order they were stored; a read's receipt, stored in a\n"+
+		"batch after its read, at its read's time).\n"+
 		"With --key: the key's whole story, oldest first, and a summary line (receipts per decision, first and last\n"+
 		"time, the key's state now); with --key and --limit N, the newest N of it.\n"+
 		"The plugin's store checks at worker start (activity "+interceptor.ProbeActivity+", two per start) are left out\n"+
@@ -115,6 +116,8 @@ func (c *cli) receipts(args []string) error {
 	} else if rs, more, err = listReceipts(ctx, st, filter, *limit, withProbes); err != nil {
 		return err
 	}
+	// Read receipts are appended in batches after their reads: list them at their time.
+	rs = store.ReadsAtTheirTime(rs)
 	if f.json {
 		out := make([]receiptJSON, 0, len(rs))
 		for _, r := range rs {

@@ -55,6 +55,8 @@ type Store struct {
 	addr     string // host:port/database, for messages; never the password
 	identity string // read at Open (schema version 8)
 	closed   atomic.Bool
+	// durability is Options.Durability (Durability, batch.go).
+	durability store.Durability
 }
 
 var (
@@ -105,7 +107,8 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	} else {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
-	s := &Store{addr: fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
+	s := &Store{addr: fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database),
+		durability: o.Durability}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, s.fail("open", err)
 	}

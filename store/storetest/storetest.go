@@ -78,6 +78,8 @@ var storeTests = []struct {
 	{"TakeoverKeepsTheRecordPastItsLease", testTakeoverKeepsRecord},
 	{"MayHaveSentIsMonotone", testMayHaveSentMonotone},
 	{"ReceiptCursor", testReceiptCursor},
+	{"AppendReceiptsInOrderAllOrNothing", testAppendReceipts},
+	{"LateReceiptPagedBySince", testLateReceiptPaged},
 	{"PruneReceipts", testPruneReceipts},
 	{"PruneBesideClaims", testPruneBesideClaims},
 }
@@ -1650,6 +1652,87 @@ func testReceiptCursor(t *testing.T, s store.Store, k *keys) {
 	rest, err := s.Receipts(ctx, store.ReceiptFilter{WorkflowID: wf, AfterID: all[9].ID})
 	if err != nil || len(rest) != 15 || rest[0].ID != all[10].ID {
 		t.Fatalf("after the 10th receipt: %d receipts (%v); want the last 15", len(rest), err)
+	}
+}
+
+// testAppendReceipts: a batch of receipts (store.AppendReceipts, one atomic step
+// through store.ReceiptBatcher) is appended in the order given, with every field
+// kept as Append keeps it; a batch whose context is done appends none of it.
+func testAppendReceipts(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	wf := k.key("wf")
+	var want []store.Receipt
+	for i := range 5 {
+		want = append(want, store.Receipt{Time: t0.Add(time.Duration(5-i) * time.Second), Key: k.key(fmt.Sprint("r", i)),
+			Activity: "GetOrder", Effect: "read", EffectSource: store.EffectByName, Decision: store.DecisionRan,
+			ArgsHash: fmt.Sprint("h", i), WorkflowID: wf, RunID: "run", Attempt: int32(i + 1), Error: fmt.Sprint("e", i)})
+	}
+	want[2].Call = []byte(`{"id":2}`)
+	if err := store.AppendReceipts(ctx, s, want[:0]); err != nil {
+		t.Fatalf("empty batch: %v", err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := store.AppendReceipts(done, s, want); err == nil {
+		t.Fatal("a batch with its context done was appended")
+	}
+	if rs, err := s.Receipts(ctx, store.ReceiptFilter{WorkflowID: wf}); err != nil || len(rs) != 0 {
+		t.Fatalf("after a batch whose context was done: %d receipts (%v); want none of it", len(rs), err)
+	}
+	if err := s.Append(ctx, store.Receipt{Time: t0, Key: k.key("before"), Activity: "ChargeCard", Effect: "destructive",
+		Decision: store.DecisionClaimed, WorkflowID: wf}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AppendReceipts(ctx, s, want); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Receipts(ctx, store.ReceiptFilter{WorkflowID: wf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 6 || rs[0].Key != k.key("before") {
+		t.Fatalf("%d receipts, first %q; want the earlier receipt and then the 5 of the batch", len(rs), rs[0].Key)
+	}
+	for i, r := range rs[1:] {
+		if r.ID <= rs[i].ID {
+			t.Fatalf("receipt %d has ID %d after %d: IDs must increase in the batch's order", i, r.ID, rs[i].ID)
+		}
+		w := want[i]
+		w.ID, w.Time = r.ID, r.Time
+		if !r.Time.Equal(want[i].Time) || !reflect.DeepEqual(r, w) {
+			t.Fatalf("receipt %d of the batch:\n got %+v\nwant %+v", i, r, want[i])
+		}
+	}
+}
+
+// testLateReceiptPaged: a receipt appended after others but stamped earlier (a
+// read's receipt, which the gate appends in a batch after the read) is listed
+// after them (receipts list in append order), and paging by the ID cursor with a
+// Since bound finds it: a cursor by time would skip it.
+func testLateReceiptPaged(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	wf := k.key("wf")
+	for i, at := range []time.Duration{10 * time.Second, 20 * time.Second, 5 * time.Second} {
+		if err := s.Append(ctx, store.Receipt{Time: t0.Add(at), Key: k.key(fmt.Sprint("r", i)), Activity: "GetOrder",
+			Decision: store.DecisionRan, WorkflowID: wf}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	f := store.ReceiptFilter{WorkflowID: wf, Since: t0.Add(time.Second), Limit: 1}
+	for range 10 {
+		rs, err := s.Receipts(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) == 0 {
+			break
+		}
+		got = append(got, strings.TrimPrefix(rs[0].Key, k.prefix+"/"))
+		f.AfterID = rs[0].ID
+	}
+	if fmt.Sprint(got) != "[r0 r1 r2]" {
+		t.Fatalf("paged one at a time since t0+1s: %v; want [r0 r1 r2] (append order, the late receipt included)", got)
 	}
 }
 

@@ -207,6 +207,7 @@ func (d *Demo) StopWorker() {
 	if d.w != nil {
 		d.w.Stop()
 		d.w = nil
+		d.flushReads(context.Background())
 	}
 }
 
@@ -260,7 +261,16 @@ func (d *Demo) Job(ctx context.Context, id string, in workflows.AgentInput) (wor
 	}
 	var res workflows.AgentResult
 	err = run.Get(ctx, &res)
+	d.flushReads(ctx)
 	return res, run.GetRunID(), err
+}
+
+// flushReads stores the read receipts the gate still queues (interceptor.Flush),
+// so that what the demo reads from the store next has the job's reads in it.
+func (d *Demo) flushReads(ctx context.Context) {
+	if d.gate != nil {
+		_ = interceptor.Flush(ctx, d.gate)
+	}
 }
 
 // start starts one AgentLoop job. Its error carries no package prefix: callers wrap it.

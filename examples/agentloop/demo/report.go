@@ -85,6 +85,7 @@ func (d *Demo) Run(ctx context.Context) (Report, error) {
 }
 
 func (d *Demo) finish(ctx context.Context, r Report) Report {
+	d.flushReads(ctx)
 	seen := map[string]bool{}
 	for _, c := range r.Checks {
 		for _, id := range c.Jobs {

@@ -141,5 +141,11 @@ func run() int {
 	fmt.Printf("ready faults=%v gate=%v\n", faultpoint.Enabled, *gate)
 	<-ctx.Done()
 	w.Stop()
+	for _, g := range interceptors {
+		// Store the queued read receipts before the store closes.
+		fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = interceptor.Flush(fctx, g)
+		fcancel()
+	}
 	return 0
 }
