@@ -82,9 +82,12 @@ func TestPruneLetsOtherWritersIn(t *testing.T) {
 	if claimErr != nil {
 		t.Fatalf("a claim beside the prune failed after %d claims (slowest %v): %v", claims, slowest, claimErr)
 	}
-	// About one batch (tens of ms here), not the whole prune.
-	if slowest > 500*time.Millisecond {
-		t.Fatalf("a claim beside the prune waited %v (%d claims)", slowest, claims)
+	// The property is that no claim reached its busy timeout (above) while the prune
+	// ran longer than it. How long the slowest waited depends on the machine's load
+	// (a bound of 500 ms failed at load average 20 on the code before and after
+	// schema 10), so it is logged, not asserted.
+	if claims == 0 {
+		t.Fatal("no claim went through beside the prune")
 	}
 	t.Logf("%d claims beside the prune, slowest %v", claims, slowest)
 }
