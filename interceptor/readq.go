@@ -64,9 +64,13 @@ type readQueue struct {
 	st    store.Gate
 	cap   int
 	every time.Duration
-	// appendBatch appends one batch; store.AppendReceipts unless a test holds it.
-	appendBatch func(ctx context.Context, rs []store.Receipt) error
-	stats       readStats
+	// appendSome appends rs in order and says how many from the front the store
+	// took: all or none through store.ReceiptBatcher, else one Append at a time up
+	// to the first error (a retry goes on from there, appending none twice).
+	appendSome func(ctx context.Context, rs []store.Receipt) (int, error)
+	// batcher: the store appends a batch all or none (store.ReceiptBatcher).
+	batcher bool
+	stats   readStats
 
 	mu     sync.Mutex
 	queued []store.Receipt
@@ -76,6 +80,9 @@ type readQueue struct {
 	failing bool // the last batch was not taken; it is retried
 	urgent  int  // Flush calls waiting: append without waiting for the interval
 	stopped bool // stop was called: nothing is retried any more
+	// lost counts the queued receipts dropped (refused, or the store closed): a
+	// Flush that saw some go says so.
+	lost    int64
 	room    chan struct{}
 	drained chan struct{}
 	kick    chan struct{}
@@ -88,7 +95,22 @@ func newReadQueue(st store.Gate, capacity int) *readQueue {
 	q := &readQueue{st: st, cap: capacity, every: readFlushEvery, room: make(chan struct{}), drained: make(chan struct{}),
 		kick: make(chan struct{}, 1), halt: make(chan struct{}), logger: log.NewStructuredLogger(slog.Default()),
 		metrics: client.MetricsNopHandler}
-	q.appendBatch = func(ctx context.Context, rs []store.Receipt) error { return store.AppendReceipts(ctx, st, rs) }
+	b, batcher := st.(store.ReceiptBatcher)
+	q.batcher = batcher
+	q.appendSome = func(ctx context.Context, rs []store.Receipt) (int, error) {
+		if batcher {
+			if err := b.AppendReceipts(ctx, rs); err != nil {
+				return 0, err
+			}
+			return len(rs), nil
+		}
+		for i, r := range rs {
+			if err := st.Append(ctx, r); err != nil {
+				return i, err
+			}
+		}
+		return len(rs), nil
+	}
 	return q
 }
 
@@ -188,25 +210,39 @@ func (q *readQueue) flush() {
 	}
 }
 
-// appendKept appends batch, retrying with backoff while the store does not take
-// it. false: the queue stopped or the store was closed; what it still held is
-// dropped (counted) and the flusher ends.
+// appendKept appends batch, retrying with backoff while the store is unavailable
+// (store.ErrUnavailable, or the append's deadline): what the store took is not
+// appended again. A receipt the store refuses (any other error: PostgreSQL's text
+// refuses a NUL byte from a vendor's error) is dropped alone, logged and counted,
+// as on the read's path: the batch is then appended one receipt at a time, so the
+// one it refuses holds back no other. false: the queue stopped or the store was
+// closed; what it still held is dropped (counted) and the flusher ends.
 func (q *readQueue) appendKept(batch []store.Receipt) bool {
 	delay := readRetryFirst
-	for {
+	single := false
+	for len(batch) > 0 {
+		part := batch
+		if single {
+			part = batch[:1]
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), readAppendTimeout)
-		err := q.appendBatch(ctx, batch)
+		n, err := q.appendSome(ctx, part)
 		cancel()
 		q.mu.Lock()
+		if n > 0 {
+			q.stats.appended.Add(int64(n))
+			q.release(n)
+			batch = batch[n:]
+		}
 		if err == nil {
-			q.stats.appended.Add(int64(len(batch)))
-			q.release(len(batch))
 			q.failing = false
 			q.mu.Unlock()
-			return true
+			continue
 		}
-		q.failing = true
 		stopped := q.stopped || errors.Is(err, store.ErrClosed)
+		transient := errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, context.Canceled)
+		q.failing = transient
 		logger, metrics := q.logger, q.metrics
 		q.mu.Unlock()
 		q.stats.failures.Add(1)
@@ -214,6 +250,24 @@ func (q *readQueue) appendKept(batch []store.Receipt) bool {
 		if stopped {
 			q.dropAll(batch, err)
 			return false
+		}
+		if !transient {
+			if len(part)-n > 1 && q.batcher {
+				// All or none: find the receipt it refuses, one at a time.
+				single = true
+				continue
+			}
+			r := batch[0]
+			batch = batch[1:]
+			q.mu.Lock()
+			q.lost++
+			q.release(1)
+			q.mu.Unlock()
+			q.stats.dropped.Add(1)
+			metrics.Counter(MetricReadReceiptsDropped).Inc(1)
+			logger.Warn("idemgate: read receipt not stored (the read ran): the store refused it", "activity", r.Activity,
+				"key", r.Key, "workflowID", r.WorkflowID, "attempt", r.Attempt, "error", err)
+			continue
 		}
 		logger.Warn(fmt.Sprintf("idemgate: a batch of %d read receipts was not stored; it is kept and retried in %s", len(batch), delay),
 			"error", err)
@@ -225,6 +279,7 @@ func (q *readQueue) appendKept(batch []store.Receipt) bool {
 		t.Stop()
 		delay = min(2*delay, readRetryMax)
 	}
+	return true
 }
 
 // dropAll drops batch and everything queued, once the store cannot take them.
@@ -232,6 +287,7 @@ func (q *readQueue) dropAll(batch []store.Receipt, err error) {
 	q.mu.Lock()
 	n := len(batch) + len(q.queued)
 	q.queued = nil
+	q.lost += int64(n)
 	q.release(n)
 	q.running = false
 	logger, metrics := q.logger, q.metrics
@@ -262,7 +318,7 @@ func (q *readQueue) wait(ctx context.Context) error {
 		return nil
 	}
 	q.urgent++
-	drained := q.drained
+	drained, lost := q.drained, q.lost
 	q.signal()
 	q.mu.Unlock()
 	defer func() {
@@ -272,6 +328,16 @@ func (q *readQueue) wait(ctx context.Context) error {
 	}()
 	select {
 	case <-drained:
+		q.mu.Lock()
+		n := q.lost - lost
+		q.mu.Unlock()
+		if n > 0 {
+			what := "receipts were"
+			if n == 1 {
+				what = "receipt was"
+			}
+			return fmt.Errorf("idemgate: %d read %s not stored (the store refused them or was closed; the log names them)", n, what)
+		}
 		return nil
 	case <-ctx.Done():
 		q.mu.Lock()
