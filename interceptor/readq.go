@@ -24,8 +24,8 @@ import (
 // plugin's StopWorker). A crash of the process loses at most the receipts still
 // queued — reads that ran, never a claim or a write's receipt, which stay on the
 // path. A full queue makes the next read wait for room (back-pressure), bounded by
-// its context; only when the store is failing, or the read's context ends, is a
-// receipt dropped — logged and counted, never silently.
+// its context; only when the store is failing, refuses the receipt, or the read's
+// context ends, is a receipt dropped — logged and counted, never silently.
 
 const (
 	// DefaultReadReceiptQueue is the queue's bound when Options.ReadReceiptQueue is 0.
@@ -48,7 +48,8 @@ const (
 	MetricReadReceiptsWaited = "idemgate_read_receipts_waited"
 	// MetricReadReceiptsDropped counts read receipts that were not stored: the queue
 	// was full while the store failed, the read's context ended while it waited
-	// for room, or the store was closed before the flusher could append them.
+	// for room, the store refused one (an error not store.ErrUnavailable), or the
+	// store was closed before the flusher could append them.
 	MetricReadReceiptsDropped = "idemgate_read_receipts_dropped"
 	// MetricReadReceiptFlushFailures counts batches of read receipts the store did
 	// not take; each is kept and retried with backoff.
@@ -369,7 +370,8 @@ func (q *readQueue) stop() {
 
 // Flush stores the read receipts gate still holds in its queue (see
 // Options.ReadReceiptQueue) and returns once they are stored, or with an error
-// when ctx ends first. Call it after the worker stopped and before the store is
+// when ctx ends first or some of them were dropped (the store refused them or was
+// closed; the log names each). Call it after the worker stopped and before the store is
 // closed: receipts still queued when the process exits are lost. gate is what New
 // returned (or Plugin.WorkerInterceptor; the plugin flushes by itself when its
 // last worker stops). A gate that queues nothing (a strict store,
