@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -196,3 +197,115 @@ type storeWithAppend struct {
 }
 
 func (s storeWithAppend) Append(ctx context.Context, r store.Receipt) error { return s.append(ctx, r) }
+
+// A store closed under a running flusher (the caller closed it without Flush):
+// no panic, the flusher drops what it held (counted) and ends — no goroutine is
+// left behind — and a Flush afterwards returns at once.
+func TestAtkReadqStoreClosedUnderTheFlusherLeavesNoGoroutine(t *testing.T) {
+	base := runtime.NumGoroutine()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newReadQueue(st, 64)
+	q.setLogger(atkDiscard)
+	for i := range 10 {
+		q.push(context.Background(), atkRead(i), atkDiscard, client.MetricsNopHandler)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		q.mu.Lock()
+		running, held := q.running, q.held
+		q.mu.Unlock()
+		if !running && held == 0 && runtime.NumGoroutine() <= base {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after Close: flusher running %v, %d receipts held, %d goroutines (were %d)", running, held,
+				runtime.NumGoroutine(), base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := q.stats.appended.Load() + q.stats.dropped.Load(); got != 10 {
+		t.Fatalf("%d receipts appended or dropped; want all 10 accounted for", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := q.wait(ctx); err != nil {
+		t.Fatalf("Flush with nothing held = %v", err)
+	}
+	// A read after the close: its receipt is queued and dropped counted, no panic.
+	q.push(context.Background(), atkRead(99), atkDiscard, client.MetricsNopHandler)
+	if err := q.wait(ctx); err == nil || ctx.Err() != nil {
+		t.Fatalf("Flush of a receipt queued after Close = %v; want the drop reported at once", err)
+	}
+}
+
+// blockingStore's batches wait until release is closed (or their context ends).
+type blockingStore struct {
+	*memory.Store
+	release chan struct{}
+}
+
+func (s *blockingStore) Durability() store.Durability { return store.DurabilityClaim }
+
+func (s *blockingStore) AppendReceipts(ctx context.Context, rs []store.Receipt) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return fmt.Errorf("blocking store: %w: %w", store.ErrUnavailable, ctx.Err())
+	}
+	return s.Store.AppendReceipts(ctx, rs)
+}
+
+// A full queue on a store that does not answer: a read whose context ends while
+// it waits for room returns (its receipt dropped, counted), it does not deadlock;
+// stop wakes the readers still waiting, and Flush bounded by its context returns.
+func TestAtkReadqFullQueueOnABlockedStoreNeverDeadlocks(t *testing.T) {
+	st := &blockingStore{Store: memory.New(), release: make(chan struct{})}
+	q := newReadQueue(st, 2)
+	q.every = time.Millisecond
+	q.setLogger(atkDiscard)
+	q.push(context.Background(), atkRead(0), atkDiscard, client.MetricsNopHandler)
+	q.push(context.Background(), atkRead(1), atkDiscard, client.MetricsNopHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		q.push(ctx, atkRead(2), atkDiscard, client.MetricsNopHandler)
+		close(done)
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for q.stats.waited.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the third read never waited for room in the full queue")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a read whose context ended while it waited for room did not return")
+	}
+	if q.stats.dropped.Load() != 1 {
+		t.Fatalf("%d dropped; want the cancelled read's receipt, counted", q.stats.dropped.Load())
+	}
+	fctx, fcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer fcancel()
+	if err := q.wait(fctx); err == nil {
+		t.Fatal("Flush on a blocked store = nil; want its context's error")
+	}
+	close(st.release)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	if err := q.wait(ctx2); err != nil {
+		t.Fatalf("Flush once the store answers = %v", err)
+	}
+	rs, _ := st.Receipts(context.Background(), store.ReceiptFilter{WorkflowID: "wf-atk"})
+	if len(rs) != 2 {
+		t.Fatalf("%d receipts stored; want the 2 queued", len(rs))
+	}
+}
