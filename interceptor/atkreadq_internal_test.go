@@ -309,3 +309,27 @@ func TestAtkReadqFullQueueOnABlockedStoreNeverDeadlocks(t *testing.T) {
 		t.Fatalf("%d receipts stored; want the 2 queued", len(rs))
 	}
 }
+
+// A full queue smaller than a batch (Options.ReadReceiptQueue below 256) must
+// make the flusher append now: a read waiting for room waited out the whole
+// interval (here an hour; 100 ms by default, so such a gate did at most
+// ReadReceiptQueue reads per 100 ms) or was dropped when its context ended first.
+func TestAtkReadqFullSmallQueueWakesTheFlusher(t *testing.T) {
+	st := &refusingStore{Store: memory.New()}
+	q := newReadQueue(st, 2)
+	q.every = time.Hour
+	q.setLogger(atkDiscard)
+	for i := range 2 {
+		q.push(context.Background(), atkRead(i), atkDiscard, client.MetricsNopHandler)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q.push(ctx, atkRead(2), atkDiscard, client.MetricsNopHandler)
+	if ctx.Err() != nil || q.stats.dropped.Load() != 0 {
+		t.Fatalf("the read waiting for room in a full queue of 2 waited %v for the flusher's interval and dropped %d",
+			30*time.Second, q.stats.dropped.Load())
+	}
+	if q.stats.waited.Load() != 1 {
+		t.Fatalf("waited = %d; want the third read counted as waiting", q.stats.waited.Load())
+	}
+}

@@ -133,6 +133,9 @@ func (q *readQueue) push(ctx context.Context, r store.Receipt, logger log.Logger
 			q.stats.waited.Add(1)
 			metrics.Counter(MetricReadReceiptsWaited).Inc(1)
 		}
+		// Full: the flusher appends now, not at the end of its interval (a queue
+		// smaller than a batch never fills one).
+		q.signal()
 		room := q.room
 		q.mu.Unlock()
 		select {
@@ -158,7 +161,7 @@ func (q *readQueue) push(ctx context.Context, r store.Receipt, logger log.Logger
 		q.running = true
 		go q.flush()
 	}
-	if len(q.queued) >= readBatch {
+	if len(q.queued) >= readBatch || q.held >= q.cap {
 		q.signal()
 	}
 	q.mu.Unlock()
@@ -183,7 +186,7 @@ func (q *readQueue) signal() {
 func (q *readQueue) flush() {
 	for {
 		q.mu.Lock()
-		urgent := q.urgent > 0 || len(q.queued) >= readBatch
+		urgent := q.urgent > 0 || len(q.queued) >= readBatch || q.held >= q.cap
 		q.mu.Unlock()
 		if !urgent {
 			t := time.NewTimer(q.every)

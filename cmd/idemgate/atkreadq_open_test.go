@@ -15,7 +15,7 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// OPEN (docs/review/atk-readq.md, finding 6). `receipts export --before T` then
+// OPEN (docs/review/atk-readq.md, finding 8). `receipts export --before T` then
 // `receipts prune --before T` is the archive-then-remove procedure. A read's
 // receipt stored late (its batch retried through a store outage the CLI did not
 // see) with a Time before T, appended between the two, is removed without ever
@@ -63,7 +63,7 @@ func TestAtkReadqPruneRemovesOnlyWhatTheExportArchived(t *testing.T) {
 	})
 }
 
-// OPEN (finding 7). `idemgate receipts --limit N` lists "the first N receipts,
+// OPEN (finding 9). `idemgate receipts --limit N` lists "the first N receipts,
 // oldest first" with a read at its time; it takes the first N stored and orders
 // them, so a read older than all of them but stored after them is not among "the
 // first N" (and no page after it shows it in its place).
