@@ -51,8 +51,9 @@
 // at its workers' stop. A crash of the process loses the receipts of its last reads,
 // never a claim or a write's receipt. A full queue (Options.ReadReceiptQueue) slows
 // reads down rather than drop their receipts; a receipt is dropped only while the
-// store fails, logged and counted (MetricReadReceiptsDropped). Under
-// store.DurabilityStrict each read appends its receipt before it returns.
+// store fails or when it refuses that receipt, logged and counted
+// (MetricReadReceiptsDropped). Under store.DurabilityStrict each read appends its
+// receipt before it returns.
 //
 // # Keys
 //

@@ -24,8 +24,8 @@ import (
 // plugin's StopWorker). A crash of the process loses at most the receipts still
 // queued — reads that ran, never a claim or a write's receipt, which stay on the
 // path. A full queue makes the next read wait for room (back-pressure), bounded by
-// its context; only when the store is failing, or the read's context ends, is a
-// receipt dropped — logged and counted, never silently.
+// its context; only when the store is failing, refuses the receipt, or the read's
+// context ends, is a receipt dropped — logged and counted, never silently.
 
 const (
 	// DefaultReadReceiptQueue is the queue's bound when Options.ReadReceiptQueue is 0.
@@ -48,7 +48,8 @@ const (
 	MetricReadReceiptsWaited = "idemgate_read_receipts_waited"
 	// MetricReadReceiptsDropped counts read receipts that were not stored: the queue
 	// was full while the store failed, the read's context ended while it waited
-	// for room, or the store was closed before the flusher could append them.
+	// for room, the store refused one (an error not store.ErrUnavailable), or the
+	// store was closed before the flusher could append them.
 	MetricReadReceiptsDropped = "idemgate_read_receipts_dropped"
 	// MetricReadReceiptFlushFailures counts batches of read receipts the store did
 	// not take; each is kept and retried with backoff.
@@ -64,11 +65,13 @@ type readQueue struct {
 	st    store.Gate
 	cap   int
 	every time.Duration
-	// appendBatch appends the receipts of one batch and returns how many of the first
-	// of them are stored: all of them or none through a store.ReceiptBatcher, else
-	// those Append took before the first error (see appendOf).
-	appendBatch func(ctx context.Context, rs []store.Receipt) (int, error)
-	stats       readStats
+	// appendSome appends rs in order and says how many from the front the store
+	// took: all or none through store.ReceiptBatcher, else one Append at a time up
+	// to the first error (a retry goes on from there, appending none twice).
+	appendSome func(ctx context.Context, rs []store.Receipt) (int, error)
+	// batcher: the store appends a batch all or none (store.ReceiptBatcher).
+	batcher bool
+	stats   readStats
 
 	mu     sync.Mutex
 	queued []store.Receipt
@@ -78,6 +81,9 @@ type readQueue struct {
 	failing bool // the last batch was not taken; it is retried
 	urgent  int  // Flush calls waiting: append without waiting for the interval
 	stopped bool // stop was called: nothing is retried any more
+	// lost counts the queued receipts dropped (refused, or the store closed): a
+	// Flush that saw some go says so.
+	lost    int64
 	room    chan struct{}
 	drained chan struct{}
 	kick    chan struct{}
@@ -90,7 +96,8 @@ func newReadQueue(st store.Gate, capacity int) *readQueue {
 	q := &readQueue{st: st, cap: capacity, every: readFlushEvery, room: make(chan struct{}), drained: make(chan struct{}),
 		kick: make(chan struct{}, 1), halt: make(chan struct{}), logger: log.NewStructuredLogger(slog.Default()),
 		metrics: client.MetricsNopHandler}
-	q.appendBatch = appendOf(st)
+	_, q.batcher = st.(store.ReceiptBatcher)
+	q.appendSome = appendOf(st)
 	return q
 }
 
@@ -134,6 +141,9 @@ func (q *readQueue) push(ctx context.Context, r store.Receipt, logger log.Logger
 			q.stats.waited.Add(1)
 			metrics.Counter(MetricReadReceiptsWaited).Inc(1)
 		}
+		// Full: the flusher appends now, not at the end of its interval (a queue
+		// smaller than a batch never fills one).
+		q.signal()
 		room := q.room
 		q.mu.Unlock()
 		select {
@@ -159,7 +169,7 @@ func (q *readQueue) push(ctx context.Context, r store.Receipt, logger log.Logger
 		q.running = true
 		go q.flush()
 	}
-	if len(q.queued) >= readBatch {
+	if len(q.queued) >= readBatch || q.held >= q.cap {
 		q.signal()
 	}
 	q.mu.Unlock()
@@ -184,7 +194,7 @@ func (q *readQueue) signal() {
 func (q *readQueue) flush() {
 	for {
 		q.mu.Lock()
-		urgent := q.urgent > 0 || len(q.queued) >= readBatch
+		urgent := q.urgent > 0 || len(q.queued) >= readBatch || q.held >= q.cap
 		q.mu.Unlock()
 		if !urgent {
 			t := time.NewTimer(q.every)
@@ -212,14 +222,23 @@ func (q *readQueue) flush() {
 	}
 }
 
-// appendKept appends batch, retrying with backoff while the store does not take
-// it. false: the queue stopped or the store was closed; what it still held is
-// dropped (counted) and the flusher ends.
+// appendKept appends batch, retrying with backoff while the store is unavailable
+// (store.ErrUnavailable, or the append's deadline): what the store took is not
+// appended again. A receipt the store refuses (any other error: PostgreSQL's text
+// refuses a NUL byte from a vendor's error) is dropped alone, logged and counted,
+// as on the read's path: the batch is then appended one receipt at a time, so the
+// one it refuses holds back no other. false: the queue stopped or the store was
+// closed; what it still held is dropped (counted) and the flusher ends.
 func (q *readQueue) appendKept(batch []store.Receipt) bool {
 	delay := readRetryFirst
-	for {
+	single := false
+	for len(batch) > 0 {
+		part := batch
+		if single {
+			part = batch[:1]
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), readAppendTimeout)
-		n, err := q.appendBatch(ctx, batch)
+		n, err := q.appendSome(ctx, part)
 		cancel()
 		q.mu.Lock()
 		if n > 0 {
@@ -230,10 +249,12 @@ func (q *readQueue) appendKept(batch []store.Receipt) bool {
 		if err == nil {
 			q.failing = false
 			q.mu.Unlock()
-			return true
+			continue
 		}
-		q.failing = true
 		stopped := q.stopped || errors.Is(err, store.ErrClosed)
+		transient := errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, context.Canceled)
+		q.failing = transient
 		logger, metrics := q.logger, q.metrics
 		q.mu.Unlock()
 		q.stats.failures.Add(1)
@@ -241,6 +262,24 @@ func (q *readQueue) appendKept(batch []store.Receipt) bool {
 		if stopped {
 			q.dropAll(batch, err)
 			return false
+		}
+		if !transient {
+			if len(part)-n > 1 && q.batcher {
+				// All or none: find the receipt it refuses, one at a time.
+				single = true
+				continue
+			}
+			r := batch[0]
+			batch = batch[1:]
+			q.mu.Lock()
+			q.lost++
+			q.release(1)
+			q.mu.Unlock()
+			q.stats.dropped.Add(1)
+			metrics.Counter(MetricReadReceiptsDropped).Inc(1)
+			logger.Warn("idemgate: read receipt not stored (the read ran): the store refused it", "activity", r.Activity,
+				"key", r.Key, "workflowID", r.WorkflowID, "attempt", r.Attempt, "error", err)
+			continue
 		}
 		logger.Warn(fmt.Sprintf("idemgate: a batch of %d read receipts was not stored; it is kept and retried in %s", len(batch), delay),
 			"error", err)
@@ -252,6 +291,7 @@ func (q *readQueue) appendKept(batch []store.Receipt) bool {
 		t.Stop()
 		delay = min(2*delay, readRetryMax)
 	}
+	return true
 }
 
 // dropAll drops batch and everything queued, once the store cannot take them.
@@ -259,6 +299,7 @@ func (q *readQueue) dropAll(batch []store.Receipt, err error) {
 	q.mu.Lock()
 	n := len(batch) + len(q.queued)
 	q.queued = nil
+	q.lost += int64(n)
 	q.release(n)
 	q.running = false
 	logger, metrics := q.logger, q.metrics
@@ -289,7 +330,7 @@ func (q *readQueue) wait(ctx context.Context) error {
 		return nil
 	}
 	q.urgent++
-	drained := q.drained
+	drained, lost := q.drained, q.lost
 	q.signal()
 	q.mu.Unlock()
 	defer func() {
@@ -299,6 +340,16 @@ func (q *readQueue) wait(ctx context.Context) error {
 	}()
 	select {
 	case <-drained:
+		q.mu.Lock()
+		n := q.lost - lost
+		q.mu.Unlock()
+		if n > 0 {
+			what := "receipts were"
+			if n == 1 {
+				what = "receipt was"
+			}
+			return fmt.Errorf("idemgate: %d read %s not stored (the store refused them or was closed; the log names them)", n, what)
+		}
 		return nil
 	case <-ctx.Done():
 		q.mu.Lock()
@@ -330,7 +381,8 @@ func (q *readQueue) stop() {
 
 // Flush stores the read receipts gate still holds in its queue (see
 // Options.ReadReceiptQueue) and returns once they are stored, or with an error
-// when ctx ends first. Call it after the worker stopped and before the store is
+// when ctx ends first or some of them were dropped (the store refused them or was
+// closed; the log names each). Call it after the worker stopped and before the store is
 // closed: receipts still queued when the process exits are lost. gate is what New
 // returned (or Plugin.WorkerInterceptor; the plugin flushes by itself when its
 // last worker stops). A gate that queues nothing (a strict store,

@@ -18,10 +18,13 @@ func ReadsAtTheirTime(rs []Receipt) []Receipt {
 			others = append(others, r)
 		}
 	}
-	if len(reads) == 0 || len(others) == 0 {
+	if len(reads) == 0 {
 		return rs
 	}
 	slices.SortStableFunc(reads, func(a, b Receipt) int { return a.Time.Compare(b.Time) })
+	if len(others) == 0 {
+		return reads
+	}
 	out := make([]Receipt, 0, len(rs))
 	for len(reads) > 0 || len(others) > 0 {
 		if len(others) == 0 || len(reads) > 0 && reads[0].Time.Before(others[0].Time) {

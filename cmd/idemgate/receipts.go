@@ -109,15 +109,19 @@ func (c *cli) receipts(args []string) error {
 		if story, _, err = listReceipts(ctx, st, filter, 0, withProbes); err != nil {
 			return err
 		}
-		rs = story
+		// The newest N of the story as it is listed (a read at its time), not the
+		// last N stored.
+		rs = store.ReadsAtTheirTime(story)
 		if limitSet && *limit > 0 && len(rs) > *limit {
 			rs, more = rs[len(rs)-*limit:], true
 		}
 	} else if rs, more, err = listReceipts(ctx, st, filter, *limit, withProbes); err != nil {
 		return err
 	}
-	// Read receipts are appended in batches after their reads: list them at their time.
-	rs = store.ReadsAtTheirTime(rs)
+	if k == "" {
+		// Read receipts are appended in batches after their reads: list them at their time.
+		rs = store.ReadsAtTheirTime(rs)
+	}
 	if f.json {
 		out := make([]receiptJSON, 0, len(rs))
 		for _, r := range rs {

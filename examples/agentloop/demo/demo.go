@@ -265,10 +265,16 @@ func (d *Demo) Job(ctx context.Context, id string, in workflows.AgentInput) (wor
 	return res, run.GetRunID(), err
 }
 
+// readFlushTimeout bounds flushReads: a store that does not take the receipts
+// must not hang the demo's stop.
+var readFlushTimeout = 30 * time.Second
+
 // flushReads stores the read receipts the gate still queues (interceptor.Flush),
 // so that what the demo reads from the store next has the job's reads in it.
 func (d *Demo) flushReads(ctx context.Context) {
 	if d.gate != nil {
+		ctx, cancel := context.WithTimeout(ctx, readFlushTimeout)
+		defer cancel()
 		_ = interceptor.Flush(ctx, d.gate)
 	}
 }
