@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/store/sqlite"
 )
 
 func runDemo(t *testing.T, args ...string) (int, string, string) {
@@ -94,5 +99,33 @@ func TestAPIKeyFileUnreadable(t *testing.T) {
 	code, _, stderr := runDemo(t, "--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-api-key-file", missing)
 	if code != 2 || !strings.Contains(stderr, "--llm-api-key-file") || !strings.Contains(stderr, missing) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// --console serves the operator's page on the demo's store and prints its address.
+func TestConsoleFlagServesThePage(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "demo.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out bytes.Buffer
+	stop, err := serveConsole(st, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	addr := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`).FindString(out.String())
+	if addr == "" || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("want one line with the address, got %q", out.String())
+	}
+	res, err := http.Get(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || !strings.Contains(string(body), "Writes waiting on a person") {
+		t.Fatalf("GET %s: %d\n%s", addr, res.StatusCode, body)
 	}
 }
