@@ -209,7 +209,7 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(h.opts.Token) > 0 && !h.authorized(r) && !strings.HasPrefix(r.URL.Path, "/static/") && r.URL.Path != "/login" {
 			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
-				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				seeOther(w, "login")
 				return
 			}
 			h.refuse(w, r, http.StatusUnauthorized, "this console needs its token: sign in at /login, or send Authorization: Bearer TOKEN")
@@ -343,7 +343,7 @@ func (h *handler) actor(r *http.Request) string {
 
 func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) {
 	if len(h.opts.Token) == 0 {
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		seeOther(w, "./")
 		return
 	}
 	h.render(w, r, http.StatusOK, "login", nil)
@@ -351,7 +351,7 @@ func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	if len(h.opts.Token) == 0 {
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		seeOther(w, "./")
 		return
 	}
 	if !hmac.Equal([]byte(strings.TrimSpace(r.PostForm.Get("token"))), h.opts.Token) {
@@ -361,5 +361,12 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: authCookie, Value: h.mac("auth", string(h.opts.Token)), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	seeOther(w, "./")
+}
+
+// seeOther redirects to loc relative to the page (the handler may be mounted under
+// a prefix: its links and redirects are relative, and every page is one level deep).
+func seeOther(w http.ResponseWriter, loc string) {
+	w.Header().Set("Location", loc)
+	w.WriteHeader(http.StatusSeeOther)
 }

@@ -177,7 +177,7 @@ func TestConsoleHeaders(t *testing.T) {
 	}
 	// No inline script anywhere: the one script is a file.
 	_, body, _ := s.get("/")
-	if strings.Count(body, "<script") != 1 || !strings.Contains(body, `<script src="/static/console.js" defer></script>`) {
+	if strings.Count(body, "<script") != 1 || !strings.Contains(body, `<script src="static/console.js" defer></script>`) {
 		t.Errorf("the page carries inline script:\n%s", body)
 	}
 }
@@ -270,8 +270,8 @@ func TestConsoleTokenIsRequiredAndNeverShown(t *testing.T) {
 	seedUnknown(t, st, "k1", chargeArgs, "connection reset")
 	secret := "s3cret-console-token-0123456789"
 	s := serve(t, st, Options{Token: []byte(secret)})
-	if code, _, h := s.get("/"); code != http.StatusSeeOther || h.Get("Location") != "/login" {
-		t.Fatalf("GET / without the token: %d %s, want a redirect to /login", code, h.Get("Location"))
+	if code, _, h := s.get("/"); code != http.StatusSeeOther || h.Get("Location") != "login" {
+		t.Fatalf("GET / without the token: %d %s, want a redirect to login", code, h.Get("Location"))
 	}
 	_, login, _ := s.get("/login")
 	csrf := csrfRE.FindStringSubmatch(login)[1]
@@ -499,5 +499,44 @@ func TestConsoleTemporalLink(t *testing.T) {
 		if _, err := Handler(st, Options{TemporalUIBase: bad}); err == nil {
 			t.Errorf("TemporalUIBase %q accepted", bad)
 		}
+	}
+}
+
+// Mounted under a prefix: links, forms and redirects are relative, so the page works.
+func TestConsoleUnderAPrefix(t *testing.T) {
+	st := sqliteStore(t)
+	seedUnknown(t, st, "k1", chargeArgs, "connection reset")
+	h, err := Handler(st, Options{Now: func() time.Time { return t0.Add(time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ops/idemgate/", http.StripPrefix("/ops/idemgate", h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	s := &site{t: t, srv: srv, c: &http.Client{Jar: jar}}
+	_, body, _ := s.get("/ops/idemgate/")
+	base := mustURL(srv.URL + "/ops/idemgate/")
+	links := regexp.MustCompile(`(?:href|src|action)="([^"#]+)"`).FindAllStringSubmatch(body, -1)
+	if len(links) < 5 {
+		t.Fatalf("few links:\n%s", body)
+	}
+	for _, l := range links {
+		u, err := base.Parse(strings.ReplaceAll(l[1], "&amp;", "&"))
+		if err != nil || (u.Host == base.Host && !strings.HasPrefix(u.Path, "/ops/idemgate/")) {
+			t.Errorf("link %q leaves the prefix: %v", l[1], u)
+		}
+		if u.Host == base.Host {
+			if code, _, _ := s.get(u.RequestURI()); code != http.StatusOK {
+				t.Errorf("link %q: %d", l[1], code)
+			}
+		}
+	}
+	_, keyPage, _ := s.get("/ops/idemgate/key?k=k1")
+	form := url.Values{"csrf": {csrfRE.FindStringSubmatch(keyPage)[1]}, "key": {"k1"}, "outcome": {"sent"}, "result": {`"ch_1"`},
+		"reason": {"r"}, "seen": {ownerDigest("owner-k1")}}
+	if code, body := s.post("/ops/idemgate/settle", form); code != http.StatusOK || !strings.Contains(body, "Resolved k1") {
+		t.Fatalf("settle under the prefix: %d %s", code, body)
 	}
 }

@@ -61,8 +61,8 @@ func (h *handler) parseTemplates() error {
 			}
 			return s
 		},
-		"keyURL":   func(k string) string { return "/key?k=" + url.QueryEscape(k) },
-		"wfURL":    func(id string) string { return "/workflow?id=" + url.QueryEscape(id) },
+		"keyURL":   func(k string) string { return "key?k=" + url.QueryEscape(k) },
+		"wfURL":    func(id string) string { return "workflow?id=" + url.QueryEscape(id) },
 		"tui":      h.temporalURL,
 		"decision": operate.DecisionText,
 		"effect":   operate.EffectCell,
@@ -235,7 +235,7 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 func (h *handler) key_(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.Query().Get("k")
 	if key == "" {
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		seeOther(w, "./")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
@@ -283,7 +283,7 @@ const workflowShown = 5000
 func (h *handler) workflow(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
 	if id == "" {
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		seeOther(w, "./")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)

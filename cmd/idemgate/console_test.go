@@ -151,7 +151,7 @@ func TestConsoleCommandNeedsATokenBeyondLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "login" {
 		t.Fatalf("GET / without the token: %d %s", res.StatusCode, res.Header.Get("Location"))
 	}
 	req, _ := http.NewRequest("GET", base+"/", nil)
