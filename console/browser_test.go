@@ -380,4 +380,3 @@ func TestConsoleBrowserRendersHostileTextInert(t *testing.T) {
 		screenshot(t, tab, "hostile")
 	})
 }
-

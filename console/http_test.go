@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
@@ -538,5 +539,71 @@ func TestConsoleUnderAPrefix(t *testing.T) {
 		"reason": {"r"}, "seen": {ownerDigest("owner-k1")}}
 	if code, body := s.post("/ops/idemgate/settle", form); code != http.StatusOK || !strings.Contains(body, "Resolved k1") {
 		t.Fatalf("settle under the prefix: %d %s", code, body)
+	}
+}
+
+// What the witnesses said: the latest refusal quotes their report, and a witness's
+// own receipts are shown; a claim not yet resolvable says from when, and its
+// settlement is refused with the same words as `idemgate resolve`.
+func TestConsoleShowsWitnessesAndWhenResolvable(t *testing.T) {
+	st := sqliteStore(t)
+	ctx := context.Background()
+	seedUnknown(t, st, "k1", chargeArgs, "read tcp: connection reset by peer")
+	refusal := "idemgate: refused destructive ChargeCard key k1: ... Witnesses asked: temporal: the activity has no completion in history; payments-lookup: no answer (timeout). Next step: ..."
+	if err := st.Append(ctx, store.Receipt{Time: t0.Add(2 * time.Second), Key: "k1", Activity: "ChargeCard", Effect: "destructive",
+		Decision: store.DecisionRefusedInFlight, WorkflowID: "wf-k1", RunID: "run-k1", Attempt: 2, Error: refusal}); err != nil {
+		t.Fatal(err)
+	}
+	// A live claim with a refused attempt: listed, not yet resolvable.
+	c := store.Claim{Key: "k2", Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h2", Args: chargeArgs, Owner: "owner-k2",
+		Lease: t0.Add(2 * time.Hour), Window: 24 * time.Hour, WorkflowID: "wf-k2", RunID: "run-k2", Attempt: 1, Now: t0}
+	if _, _, err := st.Begin(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, store.Receipt{Time: t0.Add(time.Minute), Key: "k2", Activity: "ChargeCard", Effect: "destructive",
+		Decision: store.DecisionRefusedInFlight, WorkflowID: "wf-k2", RunID: "run-k2", Attempt: 2, Error: "refused: in flight"}); err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, st, Options{})
+	_, page, _ := s.get("/")
+	for _, want := range []string{
+		"temporal: the activity has no completion in history; payments-lookup: no answer (timeout).",
+		"read tcp: connection reset by peer",
+		"the owner may still be running until 2026-12-02T08:00:00Z",
+		"2026-12-02T08:05:00Z", // k2: the lease plus store.LeaseMargin
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the first page lacks %q", want)
+		}
+	}
+	_, kp, _ := s.get("/key?k=k2")
+	if !strings.Contains(kp, "A person may settle this key from 2026-12-02T08:05:00Z") {
+		t.Errorf("the key's page does not say from when:\n%s", kp)
+	}
+	before := snap(t, st, "k2")
+	form := url.Values{"csrf": {s.csrf()}, "key": {"k2"}, "outcome": {"sent"}, "result": {"null"}, "reason": {"r"}, "seen": {ownerDigest("owner-k2")}}
+	if code, body := s.post("/settle", form); code != http.StatusConflict || !strings.Contains(body, "a person may resolve this key from 2026-12-02T08:05:00Z") {
+		t.Fatalf("settling a live claim: %d %s", code, body)
+	}
+	unchanged(t, before, st, "k2")
+}
+
+func TestConsoleCensusAndWorkflowPages(t *testing.T) {
+	st := sqliteStore(t)
+	seedUnknown(t, st, "k1", chargeArgs, "x")
+	s := serve(t, st, Options{})
+	_, page, _ := s.get("/census?names=Frobnicate+GetBalance")
+	for _, want := range []string{"ChargeCard", "Frobnicate", "needs review", "GetBalance", "read", "destructive"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the census lacks %q", want)
+		}
+	}
+	rep := interceptor.Census([]string{"ChargeCard", "Frobnicate", "GetBalance"})
+	if !strings.Contains(page, template.HTMLEscapeString(rep.String())) {
+		t.Errorf("the census lacks the CLI's summary line %q", rep.String())
+	}
+	_, wf, _ := s.get("/workflow?id=wf-k1")
+	if !strings.Contains(wf, `href="key?k=k1"`) || !strings.Contains(wf, "unknown") || !strings.Contains(wf, "claimed") {
+		t.Errorf("the workflow's page:\n%s", wf)
 	}
 }
