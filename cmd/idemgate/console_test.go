@@ -130,7 +130,7 @@ func TestConsoleCommandNeedsATokenBeyondLoopback(t *testing.T) {
 	st := openStore(t, backend{"sqlite", path})
 	_ = st
 	r := idem(t, "console", "--store", path, "--token", "tok-on-the-command-line")
-	if r.code != exitUsage || strings.Contains(r.stderr+r.stdout, "tok-on-the-command-line") || !strings.Contains(r.stderr, "IDEMGATE_CONSOLE_TOKEN") {
+	if r.code != exitUsage || strings.Contains(r.stderr+r.stdout, "tok-on-the-command-line") || !strings.Contains(r.stderr, "--token is refused") || !strings.Contains(r.stderr, "IDEMGATE_CONSOLE_TOKEN") {
 		t.Fatalf("--token: %s", r)
 	}
 	r = idem(t, "console", "--store", path, "--listen", "0.0.0.0:0")
