@@ -63,6 +63,19 @@ func startConsole(t *testing.T, env map[string]string, args ...string) (string, 
 	return strings.TrimSuffix(m, "/"), stderr
 }
 
+// consoleOnce runs `idemgate console` told to stop as soon as it serves: a command
+// that should have refused its flags returns instead of serving until the test times out.
+func consoleOnce(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errb syncBuf
+	stop := make(chan struct{})
+	close(stop)
+	c := &cli{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), now: time.Now, stop: stop,
+		getenv: func(string) string { return "" }}
+	code := c.main(append([]string{"console"}, args...))
+	return result{code, out.String(), errb.String()}
+}
+
 func browser() *http.Client {
 	jar, _ := cookiejar.New(nil)
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -129,11 +142,11 @@ func TestConsoleCommandNeedsATokenBeyondLoopback(t *testing.T) {
 	path := filepath.Join(dir, "idemgate.db")
 	st := openStore(t, backend{"sqlite", path})
 	_ = st
-	r := idem(t, "console", "--store", path, "--token", "tok-on-the-command-line")
+	r := consoleOnce(t, "--store", path, "--token", "tok-on-the-command-line")
 	if r.code != exitUsage || strings.Contains(r.stderr+r.stdout, "tok-on-the-command-line") || !strings.Contains(r.stderr, "--token is refused") || !strings.Contains(r.stderr, "IDEMGATE_CONSOLE_TOKEN") {
 		t.Fatalf("--token: %s", r)
 	}
-	r = idem(t, "console", "--store", path, "--listen", "0.0.0.0:0")
+	r = consoleOnce(t, "--store", path, "--listen", "0.0.0.0:0")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "not a loopback address") {
 		t.Fatalf("--listen 0.0.0.0 without a token: %s", r)
 	}
