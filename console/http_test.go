@@ -236,7 +236,7 @@ func TestConsoleServesLoopbackOnlyWithoutToken(t *testing.T) {
 	}
 	for _, tc := range []struct{ remote, host string }{
 		{"203.0.113.5:4000", "203.0.113.1:7380"},
-		{"203.0.113.5:4000", "127.0.0.1:7380"}, // a remote peer that names loopback in its Host header
+		{"203.0.113.5:4000", "127.0.0.1:7380"},  // a remote peer that names loopback in its Host header
 		{"127.0.0.1:4000", "evil.example:7380"}, // DNS rebinding: a loopback peer, another site's name
 	} {
 		req := httptest.NewRequest("GET", "/", nil)
