@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/activities"
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/operate"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/vendorsim"
 	"github.com/idemgate/idemgate/workflows"
@@ -416,19 +417,17 @@ func (d *Demo) PersonSettles(ctx context.Context) (Check, error) {
 	return c, nil
 }
 
-// resolveSent is the store call of `idemgate resolve KEY --sent --result FILE
-// --reason WHY` (cmd/idemgate/resolve.go): owner-checked, with its receipt.
+// resolveSent is `idemgate resolve KEY --sent --result FILE --reason WHY`: the same
+// code path (internal/operate, shared with the console), owner-checked, with its receipt.
 func resolveSent(ctx context.Context, st store.Store, rec store.Record, result json.RawMessage, actor, reason string) error {
-	now := time.Now()
-	t := store.Transition{Key: rec.Key, Owner: rec.Owner, Now: now, Window: interceptor.DefaultWindow}
-	t.Receipt = store.Receipt{Time: now, Key: rec.Key, Activity: rec.Activity, Effect: rec.Effect, Decision: store.DecisionResolved,
-		ArgsHash: rec.ArgsHash, WorkflowID: rec.WorkflowID, RunID: rec.RunID, Attempt: rec.Attempt,
-		Actor: actor, Reason: reason, Resolution: store.ResolvedSent}
-	var err error
-	if t.Result, t.Receipt.ResultRef, err = interceptor.EncodeResult(nil, result); err != nil {
-		return fmt.Errorf("idemgate/examples/agentloop/demo: encode the result: %w", err)
-	}
-	if err := st.Resolve(ctx, t, store.StateCompleted); err != nil {
+	if _, err := operate.Resolve(ctx, st, operate.Settle{Key: rec.Key, Sent: true, Result: result, Actor: actor, Reason: reason,
+		Window: interceptor.DefaultWindow, Now: time.Now(),
+		Check: func(now store.Record) error {
+			if now.Owner != rec.Owner {
+				return fmt.Errorf("key %s changed since it was listed as pending", rec.Key)
+			}
+			return nil
+		}}); err != nil {
 		return fmt.Errorf("idemgate/examples/agentloop/demo: resolve %s: %w", rec.Key, err)
 	}
 	return nil
