@@ -96,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*asJSON {
 		cfg.Out, cfg.Verbose = stdout, *verbose
+		// With the operator's page up, the blocked e-mail waits for a person there.
+		cfg.PersonSettles = *withConsole
 		where := "an in-process Temporal server"
 		if cfg.TemporalAddress != "" {
 			where = "Temporal at " + cfg.TemporalAddress
