@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/idemgate/idemgate/internal/secrets"
@@ -166,13 +169,20 @@ var Support = Script{
 }
 
 // ChatPlanner asks an OpenAI-compatible chat-completions endpoint for the next tool
-// call: the tools are offered as functions; a reply without a tool call means done.
+// call, through OpenAI's official Go client (github.com/openai/openai-go/v3): the
+// tools are offered as functions; a reply without a tool call means done.
+//
+// The request is sent once: Temporal's retry policy retries the activity, so the
+// client's own retries are off. BaseURL, Model and APIKey override the client's
+// OPENAI_BASE_URL and OPENAI_API_KEY; its other OPENAI_* settings (organization,
+// project, custom headers) apply as in openai.NewClient. Errors never print the
+// credentials of BaseURL or the API key.
 type ChatPlanner struct {
 	// BaseURL is the API root, e.g. https://api.openai.com/v1. Required.
 	BaseURL string
 	// Model names the model. Required.
 	Model string
-	// APIKey is sent as a bearer token. Optional for local servers.
+	// APIKey is sent as a bearer token. Optional for local servers: "" sends none.
 	APIKey string
 	// HTTP is the client. Optional: nil means a client with a 60 s timeout.
 	HTTP *http.Client
@@ -183,75 +193,47 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 	if c.BaseURL == "" || c.Model == "" {
 		return Step{}, temporal.NewNonRetryableApplicationError("idemgate/activities: chat planner: set the base URL and the model (--llm-base-url, --llm-model)", ErrTypePlanInvalid, nil)
 	}
-	type fn struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	}
-	type toolSpec struct {
-		Type     string `json:"type"`
-		Function fn     `json:"function"`
-	}
 	offered := in.Tools
 	if offered == nil {
 		offered = Registry
 	}
+	history, _ := json.Marshal(in.History)
+	params := openai.ChatCompletionNewParams{
+		Model: c.Model,
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage("You are a support agent. Call exactly one tool per turn. When the goal is met, answer without a tool call."),
+			openai.UserMessage("Goal: " + in.Goal + "\nSteps so far (JSON): " + string(history)),
+		},
+	}
 	// Function names allow letters, digits, _ and - only: "mcp.shop.gift_card" is
 	// offered as "mcp__shop__gift_card" and read back through byFunc.
-	tools := make([]toolSpec, len(offered))
 	byFunc := make(map[string]string, len(offered))
-	for i, t := range offered {
+	for _, t := range offered {
+		var schema map[string]any // nil: a tool that takes no described arguments
+		if err := unmarshalSchema(t.Schema, &schema); err != nil {
+			return Step{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("idemgate/activities: chat planner: tool %s: "+
+				"its schema is not a JSON object (%v). Next step: fix the tool's input schema", t.Name, err), ErrTypePlanInvalid, nil)
+		}
 		f := strings.ReplaceAll(t.Name, ".", "__")
 		byFunc[f] = t.Name
-		tools[i] = toolSpec{Type: "function", Function: fn{Name: f, Description: t.Description, Parameters: t.Schema}}
-	}
-	history, _ := json.Marshal(in.History)
-	body, _ := json.Marshal(map[string]any{
-		"model": c.Model,
-		"messages": []map[string]string{
-			{"role": "system", "content": "You are a support agent. Call exactly one tool per turn. When the goal is met, answer without a tool call."},
-			{"role": "user", "content": "Goal: " + in.Goal + "\nSteps so far (JSON): " + string(history)},
-		},
-		"tools": tools,
-	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return Step{}, temporal.NewNonRetryableApplicationError("idemgate/activities: chat planner: "+secrets.Scrub(err.Error(), c.BaseURL), ErrTypePlanInvalid, nil)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: f, Description: openai.String(t.Description), Parameters: schema}))
 	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	resp, err := hc.Do(req)
+	client := openai.NewClient(option.WithBaseURL(c.BaseURL), option.WithAPIKey(c.APIKey), option.WithHTTPClient(hc),
+		option.WithMaxRetries(0))
+	resp, err := client.Chat.Completions.New(ctx, params)
 	if err != nil {
-		return Step{}, fmt.Errorf("idemgate/activities: chat planner: %w", secrets.ScrubError(err, c.BaseURL))
+		return Step{}, c.apiError(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if resp.StatusCode != http.StatusOK {
-		return Step{}, fmt.Errorf("idemgate/activities: chat planner: %s answered %d: %.300s", secrets.Redact(c.BaseURL), resp.StatusCode, raw)
+	if len(resp.Choices) == 0 {
+		return Step{}, fmt.Errorf("idemgate/activities: chat planner: the answer is not a chat completion (no choices): %.300s",
+			c.scrub(resp.RawJSON()))
 	}
-	var out struct {
-		Choices []struct {
-			Message struct {
-				Content   string `json:"content"`
-				ToolCalls []struct {
-					Function struct {
-						Name      string `json:"name"`
-						Arguments string `json:"arguments"`
-					} `json:"function"`
-				} `json:"tool_calls"`
-			} `json:"message"`
-		} `json:"choices"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || len(out.Choices) == 0 {
-		return Step{}, fmt.Errorf("idemgate/activities: chat planner: the answer is not a chat completion: %.300s", raw)
-	}
-	m := out.Choices[0].Message
+	m := resp.Choices[0].Message
 	if len(m.ToolCalls) == 0 {
 		return Step{Done: true, Reason: strings.TrimSpace(m.Content)}, nil
 	}
@@ -261,4 +243,40 @@ func (c ChatPlanner) Next(ctx context.Context, in PlanInput) (Step, error) {
 		name = call.Name // PlanNextStep names the unknown tool
 	}
 	return Step{Tool: name, Args: json.RawMessage(call.Arguments)}, nil
+}
+
+// apiError says what went wrong without the credentials of the base URL or the key:
+// the status and the start of the body for an answer, the scrubbed cause otherwise.
+// Retryable, as every error of the planner was: Temporal asks again.
+func (c ChatPlanner) apiError(err error) error {
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		var body []byte
+		if oe.Response != nil && oe.Response.Body != nil {
+			body, _ = io.ReadAll(io.LimitReader(oe.Response.Body, 300))
+		}
+		return fmt.Errorf("idemgate/activities: chat planner: %s answered %d: %s", secrets.Redact(c.BaseURL), oe.StatusCode,
+			c.scrub(strings.TrimSpace(string(body))))
+	}
+	err = secrets.ScrubError(err, c.BaseURL)
+	if c.APIKey != "" && strings.Contains(err.Error(), c.APIKey) {
+		return errors.New("idemgate/activities: chat planner: " + c.scrub(err.Error()))
+	}
+	return fmt.Errorf("idemgate/activities: chat planner: %w (Next step: check that the base URL, %s, is an OpenAI-compatible "+
+		"API root that answers POST chat/completions, e.g. http://localhost:11434/v1)", err, secrets.Redact(c.BaseURL))
+}
+
+func unmarshalSchema(raw json.RawMessage, schema *map[string]any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	return json.Unmarshal(raw, schema)
+}
+
+func (c ChatPlanner) scrub(text string) string {
+	text = secrets.Scrub(text, c.BaseURL)
+	if c.APIKey != "" {
+		text = strings.ReplaceAll(text, c.APIKey, secrets.Mask)
+	}
+	return text
 }

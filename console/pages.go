@@ -402,7 +402,7 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request) {
 	if outcome == "not-sent" && f.Get("confirm") != "yes" {
 		rec, err := h.st.Get(ctx, key)
 		if err == nil {
-			err = operate.Resolvable(rec, now)
+			err = operate.Resolvable(rec, now, false)
 		}
 		if err == nil {
 			err = check(rec)

@@ -3,13 +3,43 @@
 // gate with an in-memory store; a test then injects what is hard to make happen
 // for real and reads back what the gate decided:
 //
-//	k := idemgatetest.New(t, idemgatetest.WithOptions(activities.GateOptions(nil)))
-//	k.CrashAfterVendor("SendEmail") // the first attempt reached the vendor, then the worker died
-//	env := k.NewWorkflowEnvironment()
-//	env.RegisterWorkflow(workflows.AgentLoop)
-//	env.RegisterActivity(tools)
-//	env.ExecuteWorkflow(workflows.AgentLoop, input)
-//	k.Decisions("SendEmail") // unknown (attempt 1), refused-in-flight (attempt 2)
+//	func TestCheckoutSurvivesACrash(t *testing.T) {
+//		k := idemgatetest.New(t, idemgatetest.WithOptions(interceptor.Options{
+//			// The options your workers run with (see "Your options decide" below).
+//			VendorWindows: map[string]time.Duration{"ChargeCard": 24 * time.Hour},
+//		}))
+//		k.CrashAfterVendor("SendEmail") // the body reached the vendor, then the worker died
+//		env := k.NewWorkflowEnvironment()
+//		env.RegisterWorkflow(Checkout)
+//		env.RegisterActivity(shop)
+//		env.ExecuteWorkflow(Checkout, "order-4217")
+//		// The e-mail went out once; its retry was refused with the withheld call.
+//		for _, d := range k.Decisions("SendEmail") {
+//			t.Log(d.Attempt, d.Decision) // 1 unknown, 2 refused-in-flight
+//		}
+//	}
+//
+// The package's Example runs this test whole, with its own Checkout workflow and
+// activities.
+//
+// # Your options decide what a crash turns into
+//
+// Give WithOptions the interceptor.Options your workers use, because they decide
+// what an injected crash becomes. When a destructive write reached its vendor and
+// the worker died before recording the answer, the gate cannot know whether the
+// write happened. It then does one of two things:
+//
+//   - Re-send it with the same key, if Options.VendorWindows names the activity
+//     (you say its vendor remembers keys for that long and answers a repeat from
+//     its own store) and the key left through idemhttp or the MCP bridge. The
+//     vendor answers the re-send with the first result: one charge.
+//   - Refuse it otherwise: the retry fails with IdempotencyInFlight
+//     (non-retryable) and the exact withheld call, until a witness or a person
+//     settles the key. A vendor that takes no key would do the write twice.
+//
+// With the zero Options every destructive crash is refused; a worker whose
+// options name a window re-sends. Test with the options you run, or the test
+// checks a behaviour production does not have.
 //
 // # Injections
 //

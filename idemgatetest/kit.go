@@ -105,10 +105,11 @@ type config struct {
 	metrics client.MetricsHandler
 }
 
-// WithOptions gives the gate these options (e.g. activities.GateOptions(nil)).
-// Their Store is replaced by the kit's; their Now and Observer still apply (Now
-// offset by the kit's jumps, Observer called after the kit's). Optional: the
-// zero Options.
+// WithOptions gives the gate these options: pass the ones your workers use
+// (Effects, VendorWindows, HoldUnknown …). Leave Store nil: the gate runs on the
+// kit's own in-memory store (Kit.Store), and New fails when Store is set rather
+// than ignore it. Their Now and Observer still apply (Now offset by the kit's
+// jumps, Observer called after the kit's). Optional: the zero Options.
 func WithOptions(o interceptor.Options) Option { return func(c *config) { c.opts = o } }
 
 // WithLogger sets the environments' logger. Optional: nothing is logged.
@@ -130,6 +131,13 @@ func New(tb testing.TB, opts ...Option) *Kit {
 		runs: map[string]int{}, calls: map[string]int{}, seen: map[string]bool{}, reached: map[string]bool{}, named: map[string]string{}, ungated: map[any]bool{},
 		listeners: map[*testsuite.TestWorkflowEnvironment]unsafe.Pointer{}, tools: map[string]map[string]bool{}}
 	o := cfg.opts
+	if o.Store != nil {
+		k.fatal(fmt.Errorf("idemgate/idemgatetest: WithOptions: Options.Store is set (%T), but the kit runs the gate "+
+			"on its own in-memory store (Kit.Store) and would ignore yours. Next step: leave Store nil and read what "+
+			"happened with Kit.Decisions or Kit.Store; to try `idemgate pending`/`resolve` on a file, run a worker on "+
+			"a SQLite store (docs/testing.md)", o.Store))
+		return k
+	}
 	base, user := o.Now, o.Observer
 	if base == nil {
 		base = time.Now

@@ -13,14 +13,29 @@
 //
 // # Wiring
 //
-//	st, err := sqlite.Open(ctx, "idemgate.db")
-//	...
+// The plugin is the usual form: one entry in worker.Options.
+//
+//	st, err := sqlite.Open(ctx, "idemgate.db") // postgres.Open(ctx, dsn) for a fleet of workers
+//	if err != nil { return err }
+//	gate, err := interceptor.NewPlugin(interceptor.Options{Store: st},
+//		interceptor.PluginOptions{StoreName: "sqlite idemgate.db", CloseStore: true})
+//	if err != nil { return err }
+//	w := worker.New(c, "agent", worker.Options{Plugins: []worker.Plugin{gate}})
+//
+// At start the plugin logs the census of the worker's activities, checks the store
+// before the worker polls and starts asking witnesses about blocked writes; at stop
+// it waits for gated attempts to store their outcome, then closes the store. The
+// same value mints keys in workflows and gates activities, so the workers that run
+// the workflows and the activities both need it (a client made with it in
+// client.Options.Plugins hands it to every worker made from that client).
+//
+// New is the lower-level form, a bare worker interceptor for code that assembles
+// worker.Options.Interceptors itself (replayers, tests); the census, the store
+// check, the witnesses' reconciler and closing the store are then the caller's:
+//
 //	gate, err := interceptor.New(interceptor.Options{Store: st})
 //	...
 //	w := worker.New(c, "agent", worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{gate}})
-//
-// The same value mints keys in workflows and gates activities, so the workers that
-// run the workflows and the activities both need it.
 //
 // # Keys
 //

@@ -523,6 +523,14 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		msg += fmt.Sprintf(" `idemgate resolve` accepts this key from %s (its lease plus %s, for late workers): "+
 			"look the write up at the vendor at or after %s, not before (a look before then can miss a request "+
 			"still on its way).", from, store.LeaseMargin, from)
+	} else if !store.NotSentResolvable(rec, c.now) {
+		// The attempt gave up without proof: a request it wrote just before may still
+		// land until its lease plus the margin, so a person's --not-sent waits for that
+		// (atk-op finding 4); --sent is taken now.
+		from := store.NotSentFrom(rec).Format(time.RFC3339)
+		msg += fmt.Sprintf(" `idemgate resolve --sent` is accepted now; --not-sent from %s (its lease plus %s: a "+
+			"request the attempt wrote before it gave up may still land until then): a look at the vendor before "+
+			"then can miss it.", from, store.LeaseMargin)
 	}
 	hold := c.r.opts.HoldUnknown
 	// A witness that said "not sent" too early settles the key once its answer counts

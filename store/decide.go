@@ -275,22 +275,35 @@ func (t Transition) ReceiptWithTime() Receipt {
 	return r
 }
 
-// Resolvable reports whether a person may settle r at now: the owner ended without
-// proof (StateUnknown), or it held the claim past its lease plus LeaseMargin
+// Resolvable reports whether a person may settle r at now as sent: the owner ended
+// without proof (StateUnknown), or it held the claim past its lease plus LeaseMargin
 // (StateClaimed; before then a worker whose clock runs behind may still be
 // sending). ApplyResolve of a person (no Transition.Witness) needs it; ResolvableFrom
-// says from when.
+// says from when. A person's "not sent" needs more: NotSentResolvable.
 func Resolvable(r Record, now time.Time) bool {
 	return r.State == StateUnknown || r.State == StateClaimed && !now.Before(r.Lease.Add(LeaseMargin))
 }
 
-// ResolvableFrom is when a person may settle r (Resolvable): r's lease plus
-// LeaseMargin for a claim, the zero time for an unknown record (at once).
+// ResolvableFrom is when a person may settle r as sent (Resolvable): r's lease plus
+// LeaseMargin for a claim, the zero time for an unknown record (at once). As not
+// sent: NotSentFrom.
 func ResolvableFrom(r Record) time.Time {
 	if r.State == StateClaimed {
 		return r.Lease.Add(LeaseMargin)
 	}
 	return time.Time{}
+}
+
+// NotSentResolvable reports whether a person may settle r at now as not sent: it is
+// Resolvable, and now is at or after NotSentFrom(r) — the owner's lease plus
+// LeaseMargin, for an unknown record too. An attempt that gave up without proof
+// may have written a request just before, which lands later (an HTTP client that
+// timed out mid-request, a vendor that queued it): a look at the vendor before then
+// can miss it, and a "not sent" resting on it sends the write twice (atk-op finding
+// 4; claimmodel's TestPersonNotSentOnAnAbandonedKeyWaitsForTheMargin). It is the
+// witness's rule (Settleable), with the person's own clock for when they looked.
+func NotSentResolvable(r Record, now time.Time) bool {
+	return Resolvable(r, now) && !now.Before(NotSentFrom(r))
 }
 
 // OwnerGone reports whether r's outcome is open with its owner gone at now: the
@@ -366,7 +379,8 @@ func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
 
 // Settleable reports whether Resolve may move r to to for t:
 //   - a person (t.Witness ""): r is Resolvable at t.Now (the owner ended, or its
-//     lease plus LeaseMargin passed);
+//     lease plus LeaseMargin passed), and for "not sent" NotSentResolvable (the
+//     owner's lease plus LeaseMargin passed, for an unknown record too);
 //   - a witness: the owner is gone (StateUnknown, or StateClaimed with its lease
 //     passed at t.Now); and for "not sent" (StateReleased) the witness was asked at
 //     or after r's lease plus LeaseMargin (t.AskedAt): an answer from before then
@@ -378,6 +392,9 @@ func ApplyResolve(existing Record, to State, t Transition) (Record, error) {
 //     earlier lease, so the owner's covers them all.
 func Settleable(r Record, to State, t Transition) bool {
 	if t.Witness == "" {
+		if to == StateReleased {
+			return NotSentResolvable(r, t.Now)
+		}
 		return Resolvable(r, t.Now)
 	}
 	if !OwnerGone(r, t.Now) {

@@ -163,3 +163,53 @@ func TestAtkOpReceiptsKeySummaryEscapes(t *testing.T) {
 		t.Errorf("receipts --key prints %d raw control(s), first %s:\n%q", len(bad), bad[0], out.stdout)
 	}
 }
+
+// atk-op finding 4 (fixed): a person could resolve an abandoned (unknown) record
+// --not-sent at once, while the same "not sent" from a witness counts only when
+// asked at or after the owner's lease plus LeaseMargin (store.NotSentFrom). A
+// request the attempt wrote just before it gave up can land at the vendor after
+// the person looked (claimmodel's TestPersonNotSentOnAnAbandonedKeyWaitsForTheMargin).
+// Now `resolve --not-sent` waits for NotSentFrom too and says so; `pending` says
+// when; --sent is taken at once.
+func TestAtkOpPersonNotSentOnAbandonedBeforeNotSentFrom(t *testing.T) {
+	b := backends(t)[0]
+	st := openStore(t, b)
+	now := time.Now()
+	const key = "key-abandoned-early-01"
+	lease := now.Add(time.Minute) // the attempt gave up at once; its lease still runs
+	seed(t, st, key, "wf-abandoned", now.Add(-2*time.Second), lease, "abandon")
+	rec, err := st.Get(context.Background(), key)
+	if err != nil || rec.State != store.StateUnknown {
+		t.Fatalf("seed: %+v %v", rec, err)
+	}
+	// A witness's "not sent", asked now, does not count.
+	w := store.Transition{Key: key, Owner: rec.Owner, Now: now, Witness: "lookup", AskedAt: now}
+	if store.Settleable(rec, store.StateReleased, w) {
+		t.Fatalf("a witness's early not-sent counts; the premise changed")
+	}
+	res := idem(t, "resolve", key, "--store", b.spec, "--not-sent", "--reason", "nothing at the vendor yet")
+	if res.code == 0 {
+		t.Errorf("resolve --not-sent of an abandoned key before %s (its lease plus %s, when a witness's not-sent "+
+			"first counts) was accepted:\n%s", ts(store.NotSentFrom(rec)), store.LeaseMargin, res)
+	} else if !strings.Contains(res.stderr, ts(store.NotSentFrom(rec))) {
+		t.Errorf("the refusal does not say from when: %s", res)
+	}
+	if got, err := st.Get(context.Background(), key); err != nil || got.State != store.StateUnknown {
+		t.Fatalf("after the refused --not-sent: %+v %v, want unknown", got, err)
+	}
+	var pend []recordJSON
+	for _, r := range decodeJSON[[]recordJSON](t, ok(t, "pending", "--store", b.spec, "--json")) {
+		if r.Key == key {
+			pend = append(pend, r)
+		}
+	}
+	if len(pend) != 1 || !pend[0].NotSentFrom.Equal(store.NotSentFrom(rec)) || !pend[0].ResolvableFrom.IsZero() {
+		t.Errorf("pending --json: %+v, want not_sent_from %s and resolvable_from omitted (sent: now)", pend, ts(store.NotSentFrom(rec)))
+	}
+	if text := ok(t, "pending", "--store", b.spec).stdout; !strings.Contains(text, "sent: now; not sent: "+ts(store.NotSentFrom(rec))) {
+		t.Errorf("pending does not say when --not-sent counts:\n%s", text)
+	}
+	// Once the margin passed (the person types later), it counts.
+	typeAt(t, store.NotSentFrom(rec))
+	ok(t, "resolve", key, "--store", b.spec, "--not-sent", "--reason", "nothing at the vendor after the margin")
+}

@@ -283,13 +283,17 @@ func TestResolveRefusesBadInput(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		st := openStore(t, b)
 		now := time.Now()
-		keys := []string{"key-unknown-01", "key-live-claim", "key-completed1", "key-released01", "key-in-margin1"}
+		keys := []string{"key-unknown-01", "key-live-claim", "key-completed1", "key-released01", "key-in-margin1", "key-abandoned1"}
 		seed(t, st, keys[0], "wf-1", now.Add(-time.Minute), now.Add(time.Hour), "abandon")
 		seed(t, st, keys[1], "wf-2", now.Add(-time.Minute), now.Add(time.Hour), "")
 		seed(t, st, keys[2], "wf-3", now.Add(-time.Minute), now.Add(time.Hour), "complete")
-		seed(t, st, keys[3], "wf-4", now.Add(-time.Minute), now.Add(time.Hour), "abandon")
+		// Abandoned with its lease plus store.LeaseMargin passed: --not-sent counts.
+		seed(t, st, keys[3], "wf-4", now.Add(-time.Hour), now.Add(-time.Minute-store.LeaseMargin), "abandon")
 		// Its lease passed a minute ago: inside store.LeaseMargin its worker may still send.
 		seed(t, st, keys[4], "wf-5", now.Add(-2*time.Minute), now.Add(-time.Minute), "")
+		// Abandoned a minute ago, its lease a minute ago: a request it wrote just before
+		// it gave up may still land until the lease plus store.LeaseMargin (atk-op finding 4).
+		seed(t, st, keys[5], "wf-6", now.Add(-2*time.Minute), now.Add(-time.Minute), "abandon")
 		ok(t, "resolve", keys[3], "--store", b.spec, "--not-sent", "--reason", "first resolution")
 		good := writeFile(t, "good.json", `"ch_1"`)
 		bad := writeFile(t, "bad.json", `ch_1 was charged`)
@@ -314,6 +318,9 @@ func TestResolveRefusesBadInput(t *testing.T) {
 			{"lease passed, inside the margin", []string{"resolve", keys[4], "--not-sent", "--reason", "r"}, exitFail,
 				[]string{"its lease (the attempt's deadline plus twice the clock skew) passed at " + ts(now.Add(-time.Minute)),
 					"clock runs behind", "may resolve this key from " + ts(now.Add(-time.Minute+store.LeaseMargin)), "Next step:"}},
+			{"abandoned, not sent inside the margin", []string{"resolve", keys[5], "--not-sent", "--reason", "r"}, exitFail,
+				[]string{"ended without proof", "may still land until " + ts(now.Add(-time.Minute+store.LeaseMargin)),
+					"--sent may be given now", "--not-sent only from " + ts(now.Add(-time.Minute+store.LeaseMargin)), "Nothing changed", "Next step:"}},
 			{"no reason", []string{"resolve", keys[0], "--not-sent"}, exitUsage, []string{"--reason is required"}},
 			{"blank reason", []string{"resolve", keys[0], "--not-sent", "--reason", "  "}, exitUsage, []string{"--reason is required"}},
 			{"result not JSON", []string{"resolve", keys[0], "--sent", "--result", bad, "--reason", "r"}, exitUsage,

@@ -222,6 +222,15 @@ func TestEndToEndResolveNotSent(t *testing.T) {
 		r := newRig(t, b, v)
 		run := r.start("checkout-not-sent")
 		p := r.pendingOf("checkout-not-sent")
+		// The person looks at the vendor once a request the attempt wrote before it gave
+		// up can no longer land (store.NotSentFrom), and only then types --not-sent.
+		if p.NotSentFrom.IsZero() {
+			t.Fatalf("pending --json gives no not_sent_from for an unknown charge: %+v", p)
+		}
+		if res := idem(t, "resolve", p.Key, "--store", b.spec, "--not-sent", "--reason", "too early"); res.code == 0 {
+			t.Fatalf("resolve --not-sent before not_sent_from %s was accepted:\n%s", ts(p.NotSentFrom), res)
+		}
+		typeAt(t, p.NotSentFrom)
 		ok(t, "resolve", p.Key, "--store", b.spec, "--not-sent", "--reason", "no charge at the vendor", "--actor", "bob")
 		out, err := outcome(t, run)
 		if err != nil {

@@ -49,7 +49,8 @@ func TestTextOutputEscapesControls(t *testing.T) {
 		errText := "vendor said:\n\t" + hostile
 		args := []byte(`["` + "\u009b\u202e\x7f" + `", "\u001b[31m"]`)
 		c := store.Claim{Key: key, Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h", Args: args, Owner: "o",
-			Lease: now.Add(-time.Minute), Window: time.Hour, WorkflowID: wf, RunID: "run-" + hostile, Attempt: 1, Now: now.Add(-2 * time.Minute)}
+			Lease: now.Add(-time.Minute - store.LeaseMargin), Window: time.Hour, WorkflowID: wf, RunID: "run-" + hostile, Attempt: 1,
+			Now: now.Add(-2*time.Minute - store.LeaseMargin)}
 		if o, _, err := st.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
 			t.Fatalf("Begin: %v %v", o, err)
 		}

@@ -82,6 +82,16 @@ func idem(t *testing.T, args ...string) result {
 	return result{code, out.String(), errb.String()}
 }
 
+// typeAt makes the CLI's clock read at (running on from there) for the rest of the
+// test: a person who types a command later, e.g. a resolve --not-sent once
+// store.NotSentFrom passed.
+func typeAt(t *testing.T, at time.Time) {
+	t.Helper()
+	shift := time.Until(at)
+	clock = func() time.Time { return time.Now().Add(shift) }
+	t.Cleanup(func() { clock = time.Now })
+}
+
 // ok runs the CLI and fails the test unless it exits 0.
 func ok(t *testing.T, args ...string) result {
 	t.Helper()

@@ -68,8 +68,11 @@ var commands = []command{
 }
 
 // run is the whole command line: main calls it, tests call it.
+// clock is the CLI's clock (tests move it to play a person who types later).
+var clock = time.Now
+
 func run(args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr, stdin: os.Stdin, now: time.Now, getenv: os.Getenv}
+	c := &cli{stdout: stdout, stderr: stderr, stdin: os.Stdin, now: clock, getenv: os.Getenv}
 	return c.main(args)
 }
 

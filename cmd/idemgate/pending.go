@@ -39,11 +39,16 @@ type recordJSON struct {
 	// store.LeaseMargin, for workers whose clocks run behind); omitted when it
 	// accepts it now.
 	ResolvableFrom time.Time `json:"resolvable_from,omitzero"`
-	Owner          string    `json:"owner"`
-	Lease          time.Time `json:"lease"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-	ExpiresAt      time.Time `json:"expires_at"`
+	// NotSentFrom is when `idemgate resolve --not-sent` accepts the key
+	// (store.NotSentFrom: the lease plus store.LeaseMargin, for an unknown record
+	// too: a request the attempt wrote before it gave up may still land until then);
+	// omitted when it accepts it now. --sent is accepted from ResolvableFrom.
+	NotSentFrom time.Time `json:"not_sent_from,omitzero"`
+	Owner       string    `json:"owner"`
+	Lease       time.Time `json:"lease"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
 	// Sent is the evidence that the current owner's key left through a keyed
 	// transport (store.Record.Sent): a vendor-window re-send rests on it.
 	Sent []store.Sent `json:"sent,omitempty"`
@@ -52,6 +57,7 @@ type recordJSON struct {
 func mayHaveSent(r store.Record) bool                        { return operate.MayHaveSent(r) }
 func resolvableFrom(r store.Record, now time.Time) time.Time { return operate.ResolvableFrom(r, now) }
 func withheldCall(r store.Record) string                     { return operate.WithheldCall(r) }
+func notSentFrom(r store.Record, now time.Time) time.Time    { return operate.NotSentFrom(r, now) }
 
 func (c *cli) pending(args []string) error {
 	f := c.newFlags("pending", "[flags]", "Lists the writes that wait on a witness or a person, oldest first, with the withheld call:\n"+
@@ -59,8 +65,9 @@ func (c *cli) pending(args []string) error {
 		"    its lease (the attempt's deadline plus twice the clock skew) passed; listed from that moment on;\n"+
 		"  - a destructive claim whose lease still runs but on which an attempt was already refused: its owner\n"+
 		"    may still be running (and sending) until the lease.\n"+
-		"`idemgate resolve` accepts an unknown key at once, and a claim from its lease plus "+store.LeaseMargin.String()+" (workers whose\n"+
-		"clocks run behind may still send until then); the RESOLVE FROM column and resolvable_from say when.\n"+
+		"`idemgate resolve` accepts a claim from its lease plus "+store.LeaseMargin.String()+" (workers whose clocks run behind may\n"+
+		"still send until then); an unknown key --sent at once and --not-sent from the same time (a request the\n"+
+		"attempt wrote before it gave up may still land until then). RESOLVE FROM, resolvable_from and not_sent_from say when.\n"+
 		"Look a key up at the vendor only from then on: a look before can miss a request still on its way.\n"+
 		"--json: may_have_sent is true when the write may have reached the vendor (its body began or its key\n"+
 		"may have left): for every pending record. earlier_attempt_may_have_sent: an attempt before the current\n"+
@@ -91,7 +98,8 @@ func (c *cli) pending(args []string) error {
 			j := recordJSON{Key: r.Key, Activity: r.Activity, Effect: r.Effect, State: string(r.State), Call: withheldCall(r),
 				ArgsHash: r.ArgsHash, WorkflowID: r.WorkflowID, RunID: r.RunID, Attempt: r.Attempt, Claims: r.Claims,
 				MayHaveSent: mayHaveSent(r), EarlierMayHaveSent: r.MayHaveSent, ResolvableFrom: resolvableFrom(r, now),
-				Owner: r.Owner, Lease: r.Lease.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
+				NotSentFrom: notSentFrom(r, now),
+				Owner:       r.Owner, Lease: r.Lease.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
 				Sent: r.Sent}
 			if !store.OwnerGone(r, now) {
 				j.MayStillRunUntil = r.Lease.UTC()
@@ -125,6 +133,11 @@ func (c *cli) pending(args []string) error {
 		from := "now"
 		if t := resolvableFrom(r, now); !t.IsZero() {
 			from = ts(t)
+		}
+		if t := notSentFrom(r, now); !t.IsZero() && resolvableFrom(r, now).IsZero() {
+			// An unknown record: --sent now, --not-sent once a request the attempt wrote
+			// before it gave up can no longer land.
+			from = "sent: now; not sent: " + ts(t)
 		}
 		row(tw, ts(r.CreatedAt), now.Sub(r.CreatedAt).Round(time.Second).String(), r.Key, r.Activity, r.Effect, state, from,
 			r.WorkflowID+"/"+clip(r.RunID, 8), fmt.Sprint(r.Attempt), withheldCall(r))

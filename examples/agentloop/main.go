@@ -4,6 +4,7 @@
 // twice.
 //
 //	go run ./examples/agentloop                 # in-process Temporal server, temp SQLite file
+//	go run ./examples/agentloop -v              # and every gate decision, the receipts, the vendors' tallies
 //	go run ./examples/agentloop --json          # the same, as JSON for scripts
 //	go run ./examples/agentloop --console       # and serve the operator's page on the demo's store
 //	go run ./examples/agentloop --temporal-address localhost:7233   # e.g. `temporal server start-dev`
@@ -12,6 +13,10 @@
 //
 // The model's API key comes from OPENAI_API_KEY or --llm-api-key-file FILE, never
 // from the command line, where every user sees it in the process list.
+//
+// By default it prints one short screen per scenario (what happens, what would
+// happen without the gate, what the gate did, the counts) and a summary table, in
+// under 60 lines.
 //
 // It exits 0 when every vendor count is as expected, 1 when one is not, and 2 when it
 // could not run (a clear one-line error says what to fix).
@@ -44,8 +49,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace on an external Temporal server")
 	storeSpec := fs.String("store", "", "SQLite file or PostgreSQL DSN for claims and receipts (default: a new file in the temp dir)")
 	planFile := fs.String("plan", "", "JSON plan file: {\"goal\": ..., \"steps\": [{\"tool\": ..., \"args\": {...}}]} (default: the built-in support scenario)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
 	withConsole := fs.Bool("console", false, "serve the operator's page (idemgate console) on the demo's store while the scenarios run, and until Ctrl-C after them")
+	asJSON := fs.Bool("json", false, "print the report as JSON (every decision, note and receipt)")
+	verbose := fs.Bool("v", false, "print every gate decision as it happens, then the receipts and the vendors' tallies")
 	llmURL := fs.String("llm-base-url", os.Getenv("IDEMGATE_LLM_BASE_URL"), "OpenAI-compatible API root; enables the model planner (off by default)")
 	llmModel := fs.String("llm-model", os.Getenv("IDEMGATE_LLM_MODEL"), "model name for the model planner")
 	llmKeyFile := fs.String("llm-api-key-file", "", "file holding the model planner's API key (default: $OPENAI_API_KEY)")
@@ -89,8 +95,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.Planner = activities.ChatPlanner{BaseURL: *llmURL, Model: *llmModel, APIKey: key}
 	}
 	if !*asJSON {
-		cfg.Out = stdout
-		fmt.Fprintf(stdout, "idemgate demo: store %s\n", storeopen.Redact(cfg.Store))
+		cfg.Out, cfg.Verbose = stdout, *verbose
+		where := "an in-process Temporal server"
+		if cfg.TemporalAddress != "" {
+			where = "Temporal at " + cfg.TemporalAddress
+		}
+		fmt.Fprintf(stdout, "idemgate demo: an agent loop on %s, real vendor simulators, store %s\n", where, storeopen.Redact(cfg.Store))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -124,7 +134,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	} else {
-		report.WriteTables(stdout)
+		if *verbose {
+			report.WriteTables(stdout)
+		}
+		report.WriteSummary(stdout)
 	}
 	switch {
 	case err != nil:

@@ -71,7 +71,9 @@ func TestModelPlannerUnknownTool(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"choices":[{"message":{"tool_calls":[{"function":{"name":"DropDatabase","arguments":"{}"}}]}}]}`))
+		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1796000000,"model":"m","choices":[{"index":0,` +
+			`"message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"call_1","type":"function",` +
+			`"function":{"name":"DropDatabase","arguments":"{}"}}]},"logprobs":null,"finish_reason":"tool_calls"}]}`))
 	}))
 	defer chat.Close()
 	code, _, stderr := runDemo(t, "--llm-base-url", chat.URL+"/v1", "--llm-model", "m", "--llm-api-key-file", writeFile(t, "sk-test\n"),
@@ -127,5 +129,107 @@ func TestConsoleFlagServesThePage(t *testing.T) {
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != 200 || !strings.Contains(string(body), "Writes waiting on a person") {
 		t.Fatalf("GET %s: %d\n%s", addr, res.StatusCode, body)
+	}
+}
+
+// The demo's default output tells each scenario on a short screen and ends with a
+// summary table, all on one screen: no per-decision lines, no receipt table, no
+// alarming word for a correct outcome.
+func TestDemoDefaultOutputFitsOneScreen(t *testing.T) {
+	code, stdout, stderr := runDemo(t, "--store", filepath.Join(t.TempDir(), "s.db"))
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q\n%s", code, stderr, stdout)
+	}
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	if len(lines) > 60 {
+		t.Errorf("the default output is %d lines, want at most 60:\n%s", len(lines), stdout)
+	}
+	for _, bad := range []string{"    gate: ", "DUPLICATED", "Receipts (", "FAIL"} {
+		if strings.Contains(stdout, bad) {
+			t.Errorf("the default output contains %q:\n%s", bad, stdout)
+		}
+	}
+	for _, want := range []string{
+		// Each scenario's screen: what would happen without the gate, and the counts.
+		"without idemgate: Temporal retries ChargeCard and the card is charged a second time",
+		"ok   card charged 1 time (want 1)",
+		// An idempotent re-run with one key reads as correct.
+		"it re-ran with the same key; the CRM kept one contact",
+		"ok   e-mails sent 1 (want 1)",
+		// The summary table.
+		"2 worker died after a charge     2 charges               1 charge (the processor's lookup)",
+		"7 worker died after an MCP tool  2 gift cards            1 gift card (the shop's Dedup)",
+		"Every count is as expected",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the default output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if n := strings.Count(stdout, "\n   ok   "); n != 8 {
+		t.Errorf("%d scenario screens end with their counts ok, want 8:\n%s", n, stdout)
+	}
+	// The vendor's own dedup answering the re-send says so on its own line.
+	if !regexp.MustCompile(`(?m)^\s+the shop answered the re-send from its own store \("gift card gc_\d+ issued"\): no new card$`).MatchString(stdout) {
+		t.Errorf("no line says the shop answered the re-send from its store:\n%s", stdout)
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "-v") || !strings.Contains(last, "receipts --store ") {
+		t.Errorf("the last line %q does not say where to look further (-v, idemgate receipts --store)", last)
+	}
+	if header := regexp.MustCompile(`(?m)^SCENARIO\s+WITHOUT IDEMGATE\s+WITH IDEMGATE$`); !header.MatchString(stdout) {
+		t.Errorf("no summary table header:\n%s", stdout)
+	}
+	// The README quotes the summary: it must be what the demo prints.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote := regexp.MustCompile("(?s)the run ends with:\n\n```\n(SCENARIO.*?)```").FindSubmatch(readme)
+	if quote == nil {
+		t.Fatal("README.md does not quote the demo's summary after \"the run ends with:\"")
+	}
+	if !strings.Contains(stdout, string(quote[1])) {
+		t.Errorf("README.md quotes a summary the demo does not print:\n%s\nthe demo printed:\n%s", quote[1], stdout)
+	}
+}
+
+// -v adds a line per gate decision, the receipts and the vendors' tallies; a write
+// that ran on a later attempt says why (a re-send the vendor deduplicates, a re-run
+// of an idempotent write with its key), never reading as a second send.
+func TestDemoVerboseExplainsEveryLaterAttempt(t *testing.T) {
+	code, stdout, stderr := runDemo(t, "-v", "--store", filepath.Join(t.TempDir(), "s.db"))
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q\n%s", code, stderr, stdout)
+	}
+	for _, want := range []string{"gate: ran ", "Receipts (append-only, from the store):", "Vendor side effects",
+		"grace@example.com (an upsert re-run with its key: one record)", "SCENARIO"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the -v output lacks %q", want)
+		}
+	}
+	if strings.Contains(stdout, "DUPLICATED") || strings.Contains(stdout, "DOUBLED") {
+		t.Errorf("the -v output calls a correct outcome a duplicate:\n%s", stdout)
+	}
+	lines := strings.Split(stdout, "\n")
+	later := regexp.MustCompile(`gate: (ran|replayed)\s+\S+\s+(destructive|idempotent-write)\s+attempt ([2-9]|\d\d)`)
+	seen := map[string]bool{}
+	for i, l := range lines {
+		m := later.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		seen[m[1]+" "+m[2]] = true
+		if i+1 == len(lines) || !strings.HasPrefix(lines[i+1], "          ") ||
+			!regexp.MustCompile(`same key|settled the key as sent`).MatchString(lines[i+1]) {
+			t.Errorf("%q is not followed by why it ran again (next line %q)", l, lines[min(i+1, len(lines)-1)])
+		}
+	}
+	for _, want := range []string{"ran destructive", "ran idempotent-write", "replayed destructive"} {
+		if !seen[want] {
+			t.Errorf("no later attempt %s in the -v output", want)
+		}
+	}
+	rows := regexp.MustCompile(`(?m)^.*mcp\.shop\.gift_card\s+destructive\s+2\s+ran.*$`).FindAllString(stdout, -1)
+	if len(rows) != 1 || !strings.Contains(rows[0], "the re-send, same key: witness:vendor-dedup answers from its own store") {
+		t.Errorf("the receipt of the gift card's re-send does not say the vendor answered it: %q", rows)
 	}
 }

@@ -69,13 +69,22 @@ func ResolvableFrom(r store.Record, now time.Time) time.Time {
 	return store.ResolvableFrom(r).UTC()
 }
 
+// NotSentFrom is store.NotSentFrom, zero when a person may resolve r as not sent at now.
+func NotSentFrom(r store.Record, now time.Time) time.Time {
+	if store.NotSentResolvable(r, now) {
+		return time.Time{}
+	}
+	return store.NotSentFrom(r).UTC()
+}
+
 // WithheldCall is the call the gate withholds for r, printed as the gate prints it.
 func WithheldCall(r store.Record) string {
 	return interceptor.WithheldCall{Activity: r.Activity, Key: r.Key, Effect: r.Effect, Args: r.Args}.String()
 }
 
-// Resolvable says, in the operator's words, why a record cannot be resolved.
-func Resolvable(r store.Record, now time.Time) error {
+// Resolvable says, in the operator's words, why a record cannot be resolved as
+// sent (sent) or not sent.
+func Resolvable(r store.Record, now time.Time, sent bool) error {
 	switch {
 	case r.State == store.StateCompleted:
 		return fmt.Errorf("key %s is already completed (%s, attempt %d of workflow %s): nothing to resolve, nothing changed. "+
@@ -102,6 +111,17 @@ func Resolvable(r store.Record, now time.Time) error {
 			store.LeaseMargin, TS(from))
 	case r.State != store.StateUnknown && r.State != store.StateClaimed:
 		return fmt.Errorf("key %s is in state %q, which resolve does not know; nothing changed", r.Key, r.State)
+	case !sent && !store.NotSentResolvable(r, now):
+		// An unknown record: the attempt gave up without proof, but a request it wrote
+		// just before may still land until its lease plus the margin (atk-op finding 4).
+		from := store.NotSentFrom(r)
+		return fmt.Errorf("key %s: attempt %d of workflow %s ended without proof of whether %s reached the vendor, and a "+
+			"request it wrote just before may still land until %s (its lease, %s, plus %s). --sent may be given now (when "+
+			"the vendor shows the write); --not-sent only from %s (in %s). Nothing changed. Next step: look the write up "+
+			"at the vendor at or after %s, not before (a look before then can miss the request still on its way, and a "+
+			"--not-sent resting on it sends the write twice), then run this resolve again",
+			r.Key, r.Attempt, r.WorkflowID, r.Activity, TS(from), TS(r.Lease), store.LeaseMargin, TS(from),
+			from.Sub(now).Round(time.Second), TS(from))
 	}
 	return nil
 }
@@ -153,7 +173,7 @@ func Resolve(ctx context.Context, st store.Operator, s Settle) (Settled, error) 
 		return Settled{}, err
 	}
 	now := s.Now
-	if err := Resolvable(rec, now); err != nil {
+	if err := Resolvable(rec, now, s.Sent); err != nil {
 		return Settled{}, err
 	}
 	if s.Check != nil {

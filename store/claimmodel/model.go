@@ -140,7 +140,9 @@ const (
 	// asked, no longer when it arrived. The next claim is a fresh one and sends again.
 	WitnessWrongNotSent = "witness settlement stored not-sent for a write the vendor performed"
 	// PersonWrongNotSent: a person's "not sent" (Config.PersonLooks), true when they
-	// looked at the vendor, settled the key after a request of the write reached it.
+	// looked at the vendor, settled the key after a request of the write reached it;
+	// or a person's "not sent" (EvResolveNotSent) settled the key while an abandoned
+	// attempt's request was still on its way, and it landed.
 	PersonWrongNotSent = "person's resolve stored not-sent for a write the vendor performed"
 	// LostWriteDone: the key's record says the write finished (StateCompleted)
 	// although no request of it ever reached the vendor.
@@ -152,6 +154,12 @@ type phase uint8
 const (
 	idle phase = iota
 	running
+	// flying: the attempt gave up (EvAbandon) before anything of it had reached
+	// the vendor, with a request possibly still on its way: an HTTP client that
+	// timed out mid-request, a request the vendor queued. It reaches the vendor
+	// (EvSend) at any later step while its clock is short of its lease plus Overrun,
+	// or never (atk-op finding 4).
+	flying
 	done
 )
 
@@ -176,8 +184,11 @@ type attemptState struct {
 	retry   bool // claimed by a takeover: idemhttp checks the vendor window
 	excused bool // a person said not-sent while it ran, or its key was forgotten since
 	notSent bool // a witness's "not sent" settled the key while it ran
-	first   int32
-	lease   int32
+	// personNotSent: a person's "not sent" settled the key while its request was
+	// flying (EvResolveNotSent).
+	personNotSent bool
+	first         int32
+	lease         int32
 }
 
 // State is one state of the model: the key's record and the world around it.
@@ -374,6 +385,10 @@ func (m *model) events(s *State, horizon int32) []Event {
 			} else {
 				evs = append(evs, Event{Kind: EvRelease, Attempt: int8(i)})
 			}
+		case flying:
+			if m.maySend(s, i) {
+				evs = append(evs, Event{Kind: EvSend, Attempt: int8(i)})
+			}
 		}
 	}
 	for _, to := range m.times(s, horizon) {
@@ -446,7 +461,7 @@ func (m *model) times(s *State, horizon int32) []int32 {
 		}
 	}
 	for i := range m.cfg.Leases {
-		if a := s.att[i]; a.phase == running {
+		if a := s.att[i]; a.phase == running || a.phase == flying {
 			bs = append(bs, a.lease, a.lease+dsecs(m.cfg.Overrun))
 			if vw := m.cfg.VendorWindow; vw > 0 && a.retry {
 				bs = append(bs, a.first+dsecs(vw), a.first+dsecs(vw-m.rules.ResendMargin(m.skew())))
@@ -612,10 +627,17 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			p.violate(m.wrongNotSent())
 			s.wrongNotSent = s.wrongNotSent || late
 		}
+		if a.personNotSent {
+			// A person's "not sent" settled the key while this attempt's request flew.
+			p.violate(PersonWrongNotSent)
+		}
 		if !late && s.ask.on {
 			s.ask.inTime = true
 		}
 		a.sent, s.sentEpoch, s.everSent = true, true, true
+		if a.phase == flying {
+			a.phase = done // its one request landed
+		}
 		if !a.excused && !s.maySent {
 			s.maySent, s.created = true, -1
 			if s.found {
@@ -645,6 +667,9 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		switch e.Kind {
 		case EvAbandon:
 			to, kind, d = store.StateUnknown, OpAbandon, store.DecisionUnknown
+			if !a.sent {
+				a.phase = flying
+			}
 		case EvComplete:
 			to, kind, d = store.StateCompleted, OpComplete, store.DecisionRan
 		}
@@ -717,8 +742,15 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			if to == store.StateCompleted {
 				m.completed(&s, -1)
 			} else {
+				owner := m.owner(&prev)
 				for j := range s.att {
-					if s.att[j].phase == running {
+					switch ph := s.att[j].phase; {
+					case ph == flying && j == owner:
+						// Not excused: the person was right when they looked, but the
+						// owner's request was still on its way, and the rule let the
+						// "not sent" count before it could no longer land.
+						s.att[j].personNotSent = true
+					case ph == running || ph == flying:
 						s.att[j].excused = true
 					}
 				}
@@ -770,13 +802,13 @@ func (m *model) step(s State, e Event, p *stepper) State {
 				// No excuse, unlike a person's: the witness was right when asked, and
 				// the rule must not let its answer count while an attempt could still
 				// reach the vendor after it — now (the answer arrived late) or later
-				// (an attempt still running sends: EvSend).
+				// (an attempt still running, or its request still flying, sends: EvSend).
 				if s.sentEpoch {
 					p.violate(m.wrongNotSent())
 					s.wrongNotSent = s.wrongNotSent || !a.inTime
 				}
 				for j := range s.att {
-					if s.att[j].phase == running {
+					if ph := s.att[j].phase; ph == running || ph == flying {
 						s.att[j].notSent = true
 					}
 				}
@@ -797,7 +829,7 @@ func (m *model) completed(s *State, by int) {
 		// The completing attempt counts too: its completion may never reach Temporal
 		// (a crash right after the store's commit), and Temporal retries the activity
 		// once that attempt's lease passed — the stored result must still answer it.
-		if a.phase == running || i == by {
+		if a.phase == running || a.phase == flying || i == by {
 			s.forgetAt = max(s.forgetAt, a.lease+dsecs(keepMargin))
 		}
 	}

@@ -332,3 +332,81 @@ func TestPersonWhoLookedEarlySettlesWrong(t *testing.T) {
 	}
 	t.Logf("a person who looked before the margin passed:\n%s", strings.Join(lines, "\n"))
 }
+
+// rulesPersonNotSentAtOnce are the rules before atk-op finding 4: a person's "not
+// sent" counted at once on a record whose owner ended without proof
+// (StateUnknown), and from the lease plus LeaseMargin on a claim.
+func rulesPersonNotSentAtOnce() Rules {
+	r := Current()
+	r.ApplyResolve = func(existing store.Record, to store.State, t store.Transition) (store.Record, error) {
+		if t.Witness == "" && existing.State == store.StateUnknown && existing.Owner == t.Owner {
+			t.Now = latest(t.Now, existing.Lease.Add(store.LeaseMargin))
+		}
+		return store.ApplyResolve(existing, to, t)
+	}
+	return r
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// atk-op finding 4: an attempt that gave up (its outcome unknown) may have a request
+// still on its way. A person who looks at once sees nothing and says "not sent"; the
+// request lands; the next attempt charges again. The person's "not sent" must wait,
+// like a witness's, for the owner's lease plus LeaseMargin.
+func TestPersonNotSentOnAnAbandonedKeyWaitsForTheMargin(t *testing.T) {
+	var cfg Config
+	for _, c := range Configs() {
+		if c.Name == "destructive" {
+			cfg = c
+		}
+	}
+	steps := []Event{
+		{Kind: EvClaim, Attempt: 0, Skew: 1},
+		{Kind: EvAbandon, Attempt: 0},
+		{Kind: EvResolveNotSent},
+		{Kind: EvSend, Attempt: 0},
+		{Kind: EvClaim, Attempt: 1, Skew: 1},
+		{Kind: EvSend, Attempt: 1},
+	}
+	kinds, lines := runSteps(cfg, rulesPersonNotSentAtOnce(), steps)
+	if !slices.Contains(kinds, PersonWrongNotSent) || !slices.Contains(kinds, SentTwice) {
+		t.Errorf("the old rule: violations %q, want %q and %q; steps:\n%s", kinds, PersonWrongNotSent, SentTwice, strings.Join(lines, "\n"))
+	}
+	// Today's rule refuses the early "not sent": the key stays blocked, a2's claim is refused.
+	kinds, lines = runSteps(cfg, Current(), steps[:3])
+	if len(kinds) != 0 || !strings.Contains(lines[2], "not owner") {
+		t.Errorf("today's rule: violations %q, want the resolve refused; steps:\n%s", kinds, strings.Join(lines, "\n"))
+	}
+	// From the lease plus the margin it counts, and the flying request can no longer land.
+	lease := dsecs(cfg.Leases[0]) + 2*dsecs(cfg.Skews[len(cfg.Skews)-1])
+	late := []Event{steps[0], steps[1], {Kind: EvTime, To: lease + dsecs(store.LeaseMargin)}, {Kind: EvResolveNotSent},
+		{Kind: EvClaim, Attempt: 1, Skew: 1}, {Kind: EvSend, Attempt: 1}}
+	kinds, lines = runSteps(cfg, Current(), late)
+	if len(kinds) != 0 || !strings.Contains(lines[3], "resolves released: ok") || !strings.Contains(lines[5], "a2 sends") {
+		t.Errorf("today's rule after the margin: violations %q; steps:\n%s", kinds, strings.Join(lines, "\n"))
+	}
+}
+
+// The exploration finds atk-op finding 4 by itself under the old rule, and nothing
+// under today's (TestExplore).
+func TestExplorePersonNotSentAtOnceFindsTheHole(t *testing.T) {
+	var cfg Config
+	for _, c := range Configs() {
+		if c.Name == "destructive" {
+			cfg = c
+		}
+	}
+	res := Explore(cfg, rulesPersonNotSentAtOnce(), depth(t))
+	var kinds []string
+	for _, v := range res.Violations {
+		kinds = append(kinds, v.Kind)
+	}
+	if !slices.Contains(kinds, PersonWrongNotSent) || !slices.Contains(kinds, SentTwice) {
+		t.Fatalf("old rule: violations %q, want %q and %q", kinds, PersonWrongNotSent, SentTwice)
+	}
+}

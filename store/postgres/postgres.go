@@ -189,13 +189,18 @@ var (
 // store.ApplyResolve in SQL: a store.Settleable record of this owner (unknown, or
 // claimed with its lease plus the margin $5 passed at $4; the margin is 0 for a
 // witness), whose lease is at or before $6 (a witness's "not sent": when it was
-// asked less LeaseMargin, store.NotSentFrom; else far in the future). Only the release clears may_have_sent.
+// asked less LeaseMargin, store.NotSentFrom; a person's: now less LeaseMargin,
+// store.NotSentResolvable; else far in the future). Only the release clears may_have_sent.
 const resolveWhere = `WHERE key = $1 AND owner = $2 AND (state = 'unknown' OR (state = 'claimed' AND lease + $5::interval <= $4)) AND lease <= $6`
 
 // settleBounds are the margin ($5) and the latest lease ($6) of resolveWhere for t
 // settling to to: store.Settleable in parameters.
 func settleBounds(t store.Transition, to store.State) (time.Duration, time.Time) {
 	if t.Witness == "" {
+		if to == store.StateReleased {
+			// store.NotSentResolvable: lease + LeaseMargin <= Now, unknown records too.
+			return store.LeaseMargin, micro(t.Now.Add(-store.LeaseMargin))
+		}
 		return store.LeaseMargin, farFuture
 	}
 	if to == store.StateReleased {

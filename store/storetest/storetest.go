@@ -1045,7 +1045,7 @@ func testResolveRefused(t *testing.T, s store.Store, k *keys) {
 	if err := s.Abandon(ctx, tr(twice, "a", t0, store.DecisionUnknown)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Resolve(ctx, resolveTr(twice, "a", t0.Add(time.Second), store.ResolvedNotSent), store.StateReleased); err != nil {
+	if err := s.Resolve(ctx, resolveTr(twice, "a", t0.Add(time.Minute).Add(store.LeaseMargin), store.ResolvedNotSent), store.StateReleased); err != nil {
 		t.Fatal(err)
 	}
 	// Taken over since the operator read it: the owner changed.
@@ -2022,6 +2022,41 @@ func testWitnessSettle(t *testing.T, s store.Store, k *keys) {
 	key, c = claimed("person")
 	if err := s.Resolve(ctx, resolveTr(key, "a", from.Add(-time.Microsecond), store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("a person's not-sent inside the margin = %v, want ErrNotOwner", err)
+	}
+	// A person's not-sent of an abandoned claim waits like a witness's (atk-op
+	// finding 4): the attempt that gave up may have a request still on its way until
+	// its lease plus LeaseMargin. Sent settles at once.
+	{
+		key, c := claimed("person-abandoned")
+		if err := s.Abandon(ctx, tr(key, "a", base.Add(time.Second), store.DecisionUnknown)); err != nil {
+			t.Fatal(err)
+		}
+		at := base.Add(2 * time.Second)
+		notSentFrom := c.Lease.Add(store.LeaseMargin)
+		if got := store.NotSentFrom(get(t, s, key)); !got.Equal(notSentFrom) {
+			t.Fatalf("NotSentFrom of an abandoned claim = %v, want its lease plus LeaseMargin %v", got, notSentFrom)
+		}
+		for _, now := range []time.Time{at, notSentFrom.Add(-time.Microsecond)} {
+			if err := s.Resolve(ctx, resolveTr(key, "a", now, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {
+				t.Fatalf("a person's not-sent of an abandoned claim at %v (not-sent from %v) = %v, want ErrNotOwner", now, notSentFrom, err)
+			}
+		}
+		if r := get(t, s, key); r.State != store.StateUnknown {
+			t.Fatalf("after refused not-sents: state %q, want unknown", r.State)
+		}
+		if rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: key, Decision: store.DecisionResolved}); err != nil || len(rs) != 0 {
+			t.Fatalf("refused not-sents wrote receipts %+v, %v", rs, err)
+		}
+		if err := s.Resolve(ctx, resolveTr(key, "a", notSentFrom, store.ResolvedNotSent), store.StateReleased); err != nil {
+			t.Fatalf("a person's not-sent of an abandoned claim at its lease plus LeaseMargin: %v", err)
+		}
+		sent, _ := claimed("person-abandoned-sent")
+		if err := s.Abandon(ctx, tr(sent, "a", base.Add(time.Second), store.DecisionUnknown)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Resolve(ctx, resolveTr(sent, "a", at, store.ResolvedSent), store.StateCompleted); err != nil {
+			t.Fatalf("a person's sent of an abandoned claim at once: %v", err)
+		}
 	}
 	// Another owner: nothing moves.
 	if err := s.Resolve(ctx, witness(key, "b", late, late, store.ResolvedNotSent), store.StateReleased); !errors.Is(err, store.ErrNotOwner) {

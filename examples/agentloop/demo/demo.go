@@ -30,6 +30,7 @@ import (
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/storeopen"
 	"github.com/idemgate/idemgate/mcptools"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/vendorsim"
 	"github.com/idemgate/idemgate/witness"
 	"github.com/idemgate/idemgate/workflows"
@@ -48,8 +49,12 @@ type Config struct {
 	Planner activities.Planner
 	// Script is the job's plan when Planner is nil. Optional: activities.Support.
 	Script *activities.Script
-	// Out receives one line per decision and per scenario step. Optional: discarded.
+	// Out receives each scenario's short screen as it ends (and, with Verbose, a
+	// line per gate decision and per step as they happen). Optional: discarded.
 	Out io.Writer
+	// Verbose adds to Out a line per gate decision and per scenario step.
+	// Optional: false, the screens only.
+	Verbose bool
 }
 
 // Event is one line of what happened.
@@ -242,7 +247,9 @@ func (d *Demo) say(format string, args ...any) {
 	d.mu.Lock()
 	d.events = append(d.events, e)
 	d.mu.Unlock()
-	fmt.Fprintln(d.out, e.Text)
+	if d.cfg.Verbose {
+		fmt.Fprintln(d.out, e.Text)
+	}
 }
 
 // Job runs one AgentLoop job to its end.
@@ -323,14 +330,65 @@ func (h *decisionHandler) Handle(_ context.Context, r slog.Record) error {
 	e := Event{Time: r.Time, Kind: "decision", Decision: f["decision"], Activity: f["activity"], Effect: f["effect"],
 		Key: f["key"], Attempt: f["attempt"]}
 	e.Text = fmt.Sprintf("    gate: %-18s %-23s %-16s attempt %-2s key %.8s", e.Decision, e.Activity, e.Effect, e.Attempt, e.Key)
+	if why := h.d.whyRanAgain(e); why != "" {
+		e.Text += "\n          " + why
+	}
 	if msg := f["error"]; msg != "" && e.Decision != "ran" {
 		e.Text += "\n          " + msg
 	}
 	h.d.mu.Lock()
 	h.d.events = append(h.d.events, e)
 	h.d.mu.Unlock()
-	fmt.Fprintln(h.d.out, e.Text)
+	if h.d.cfg.Verbose {
+		fmt.Fprintln(h.d.out, e.Text)
+	}
 	return nil
+}
+
+// whyRanAgain says why a write ran on a later attempt of its key: the gate re-sent
+// a destructive write only because the vendor deduplicates on the key (the
+// witness's "resent" receipt), and re-ran an idempotent write with the same key.
+// A destructive "ran" on attempt 2 must never read as a second send.
+func (d *Demo) whyRanAgain(e Event) string {
+	if (e.Decision != string(store.DecisionRan) && e.Decision != string(store.DecisionReplayed)) || e.Attempt == "1" ||
+		e.Effect == interceptor.Read.String() || d.Store == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rs, err := d.Store.Receipts(ctx, store.ReceiptFilter{Key: e.Key})
+	if err != nil {
+		return ""
+	}
+	if e.Decision == string(store.DecisionReplayed) {
+		for i := len(rs) - 1; i >= 0; i-- {
+			if rs[i].Decision == store.DecisionResolved && rs[i].Resolution == store.ResolvedSent {
+				return fmt.Sprintf("%s settled the key as sent: the retry returned that result and sent nothing", orString(rs[i].Actor, "a person"))
+			}
+		}
+		return ""
+	}
+	for i := len(rs) - 1; i >= 0; i-- {
+		switch rs[i].Decision {
+		case store.DecisionResent:
+			return fmt.Sprintf("a re-send with the same key, allowed by %s: the vendor deduplicates on it and answers from its own store",
+				orString(rs[i].Actor, "the vendor's dedup window"))
+		case store.DecisionTakenOver:
+			if e.Effect == interceptor.IdempotentWrite.String() {
+				return "a re-run with the same key: an idempotent write, safe to repeat (the vendor keeps one record)"
+			}
+		case store.DecisionReleased:
+			return "the earlier attempt failed before it reached the vendor (released): the write runs once"
+		case store.DecisionResolved:
+			if rs[i].Resolution == store.ResolvedNotSent {
+				return fmt.Sprintf("%s settled the earlier attempt as not sent: the write runs once", orString(rs[i].Actor, "a person"))
+			}
+		}
+	}
+	if e.Effect == interceptor.Destructive.String() {
+		return "no receipt says why this destructive write ran again: check `idemgate receipts --key " + e.Key + "`"
+	}
+	return ""
 }
 
 func (h *decisionHandler) WithAttrs(as []slog.Attr) slog.Handler {

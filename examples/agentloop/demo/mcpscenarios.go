@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/idemgate/idemgate/activities"
@@ -19,7 +20,7 @@ func shopActivity(tool string) string { return mcptools.ActivityName(ShopServer,
 // calls each tool once, and a replay runs the tool the server rightly calls
 // read-only but withholds create_invoice, which it wrongly calls read-only.
 func (d *Demo) MCPClasses(ctx context.Context) (Check, error) {
-	c := Check{Scenario: "6. MCP tools: classed by name, tightened by the server's annotations", OK: true}
+	c := Check{Scenario: "6. An MCP server's 4 tools, classed by name and by its annotations; a job, then a replay (reads only)", Short: "6 a replay of MCP tools", OK: true}
 	d.say("== %s (server %s at %s)", c.Scenario, ShopServer, d.Shop.URL)
 	for _, l := range d.census.Lines() {
 		if strings.HasPrefix(strings.TrimPrefix(l, "review: "), "mcp.") {
@@ -58,8 +59,12 @@ func (d *Demo) MCPClasses(ctx context.Context) (Check, error) {
 	for _, r := range ran {
 		gatedAs[r.Activity] = r.Effect
 	}
+	ranOnce := 0 // tools that ran once, gated as their class
 	for _, t := range ShopTools {
 		n := d.Shop.Runs(t.Name) - runs[t.Name]
+		if n == 1 && gatedAs[shopActivity(t.Name)] == t.Effect.String() {
+			ranOnce++
+		}
 		c.expect(n == 1 && gatedAs[shopActivity(t.Name)] == t.Effect.String(),
 			"%s ran %d time(s) (want 1), gated as %s", t.Name, n, orString(gatedAs[shopActivity(t.Name)], "nothing"))
 	}
@@ -80,6 +85,18 @@ func (d *Demo) MCPClasses(ctx context.Context) (Check, error) {
 			"though the server calls it read-only)")
 	c.expect(d.Shop.Runs("create_invoice") == invoices, "create_invoice ran %d time(s) during the replay, want 0",
 		d.Shop.Runs("create_invoice")-invoices)
+	c.Without = "the replay trusts the server's readOnlyHint on create_invoice and creates a second invoice"
+	var classes []string
+	for _, t := range ShopTools {
+		classes = append(classes, t.Name+" "+d.census.Effects[shopActivity(t.Name)].Effect.String())
+	}
+	c.Gate = []string{"idemgate: " + strings.Join(classes, ", ") + ";",
+		"   create_invoice is a write by its name (\"create\"): the replay withheld it"}
+	c.count("tools run once each, gated as their class", "", ranOnce, len(ShopTools))
+	extra := d.Shop.Runs("create_invoice") - invoices
+	c.count("invoices created by the replay", "", extra, 0)
+	c.WithoutShort = "1 more invoice"
+	c.WithShort = fmt.Sprintf("%d more (create_invoice withheld)", extra)
 	return c, nil
 }
 
@@ -89,7 +106,7 @@ func (d *Demo) MCPClasses(ctx context.Context) (Check, error) {
 // Dedup window, and Dedup answers from its store: one gift card.
 func (d *Demo) CrashAfterMCPTool(ctx context.Context) (Check, error) {
 	const tool = "gift_card"
-	c := Check{Scenario: "7. the worker stopped after an MCP tool acted, before the result was stored", OK: true}
+	c := Check{Scenario: "7. The worker dies after an MCP tool issued a gift card, before the result is stored", Short: "7 worker died after an MCP tool", OK: true}
 	jobID := d.jobID("mcp-gift-card")
 	c.Jobs = []string{jobID}
 	d.say("== %s (job %s)", c.Scenario, jobID)
@@ -113,5 +130,17 @@ func (d *Demo) CrashAfterMCPTool(ctx context.Context) (Check, error) {
 	c.expect(out.Replayed && after.delta(before, "mcp shop-replays") == 1,
 		"the retry was answered by the server's Dedup middleware from its store (%d replay(s)): %q",
 		after.delta(before, "mcp shop-replays"), out.Text)
+	c.Without = "the retry calls gift_card again, with no key the shop could deduplicate on: a second gift card"
+	c.Gate = []string{"idemgate: re-sent the call with the same key, inside the window the shop's Dedup remembers keys"}
+	if out.Replayed {
+		c.Gate = append(c.Gate, fmt.Sprintf("   the shop answered the re-send from its own store (%q): no new card", out.Text))
+	} else {
+		c.Gate = append(c.Gate, "   the shop did NOT answer the re-send from its store")
+	}
+	cards := d.Shop.Effects(key)
+	c.count("gift cards issued", "", cards, 1)
+	c.count("re-sends answered from the shop's store", "", after.delta(before, "mcp shop-replays"), 1)
+	c.WithoutShort = fmt.Sprintf("%d gift cards", cards+1)
+	c.WithShort = fmt.Sprintf("%d gift %s (the shop's Dedup)", cards, plural(cards, "card"))
 	return c, nil
 }

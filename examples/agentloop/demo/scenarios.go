@@ -21,13 +21,50 @@ import (
 	"github.com/idemgate/idemgate/workflows"
 )
 
-// Check is one scenario's verdict.
+// Check is one scenario's verdict, and its screen in the demo's output.
 type Check struct {
-	Scenario string   `json:"scenario"`
-	OK       bool     `json:"ok"`
-	Notes    []string `json:"notes"`
+	Scenario string `json:"scenario"`
+	// Short is the scenario's name in the summary table.
+	Short string `json:"short"`
+	// Story says what happens, in one line.
+	Story string `json:"story"`
+	// Without says what would have happened without the gate; WithoutShort and
+	// WithShort are the summary table's two cells.
+	Without      string `json:"without"`
+	WithoutShort string `json:"without_short"`
+	WithShort    string `json:"with_short"`
+	// Gate says what the gate did, a line each.
+	Gate []string `json:"gate"`
+	// Counts are what the vendors performed against what they should have.
+	Counts []Count `json:"counts"`
+	OK     bool    `json:"ok"`
+	// Notes are every check made, for -v and --json.
+	Notes []string `json:"notes"`
 	// Jobs are the workflow IDs the scenario ran.
 	Jobs []string `json:"jobs"`
+}
+
+// Count is one count a scenario checks: "card charged 1 time (want 1)".
+type Count struct {
+	What string `json:"what"`
+	Unit string `json:"unit,omitempty"`
+	Got  int    `json:"got"`
+	Want int    `json:"want"`
+}
+
+func (n Count) String() string {
+	s := fmt.Sprintf("%s %d", n.What, n.Got)
+	if n.Unit != "" {
+		s += " " + plural(n.Got, n.Unit)
+	}
+	return s + fmt.Sprintf(" (want %d)", n.Want)
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return unit
+	}
+	return unit + "s"
 }
 
 func (c *Check) expect(ok bool, format string, args ...any) {
@@ -37,6 +74,13 @@ func (c *Check) expect(ok bool, format string, args ...any) {
 		note = "FAILED: " + note
 	}
 	c.Notes = append(c.Notes, note)
+}
+
+// count records a count for the screen; one that is off fails the scenario.
+func (c *Check) count(what, unit string, got, want int) {
+	n := Count{What: what, Unit: unit, Got: got, Want: want}
+	c.Counts = append(c.Counts, n)
+	c.expect(got == want, "%s", n)
 }
 
 type counts map[string]int
@@ -68,7 +112,7 @@ func (d *Demo) jobID(name string) string { return fmt.Sprintf("%s-%d", name, tim
 
 // Normal runs a whole agent job: every write reaches its vendor exactly once.
 func (d *Demo) Normal(ctx context.Context) (c Check, jobID, runID string, err error) {
-	c = Check{Scenario: "1. a normal agent job end to end", OK: true}
+	c = Check{Scenario: "1. A normal agent job, end to end", Short: "1 a normal job", OK: true}
 	jobID = d.jobID("support")
 	c.Jobs = []string{jobID}
 	d.say("== %s (job %s)", c.Scenario, jobID)
@@ -83,15 +127,39 @@ func (d *Demo) Normal(ctx context.Context) (c Check, jobID, runID string, err er
 		c.expect(s.Error == "", "%s: %s", s.Tool, firstLine(orString(s.Error, string(s.Result))))
 	}
 	want := counts{}
+	writes := 0
 	for _, s := range res.Steps {
 		if v, ok := vendorOf[s.Tool]; ok && s.Error == "" {
 			want[v]++
+			writes++
 		}
 	}
+	c.Scenario = fmt.Sprintf("1. A normal agent job: %d tool calls, %d of them writes (contact, ticket, charge, e-mail, Slack)",
+		len(res.Steps), writes)
+	c.Without = "the same: nothing failed, so nothing was retried"
+	c.Gate = []string{"idemgate: minted a key for each write, ran each once and stored a receipt; the reads just ran"}
+	c.WithoutShort = fmt.Sprintf("%d writes, once each", writes)
+	c.WithShort = fmt.Sprintf("%d writes, once each", writes)
+	if n := after.sum(before); n != writes {
+		c.WithShort = fmt.Sprintf("%d side effects for %d writes", n, writes)
+	}
 	for _, v := range writeVendors {
-		c.expect(after.delta(before, v) == want[v], "%s performed %d side effect(s), want %d", v, after.delta(before, v), want[v])
+		if want[v] > 0 || after.delta(before, v) > 0 {
+			c.count(v, "", after.delta(before, v), want[v])
+		} else {
+			c.expect(after.delta(before, v) == 0, "%s performed %d side effect(s), want 0", v, after.delta(before, v))
+		}
 	}
 	return c, jobID, runID, nil
+}
+
+// sum is how many side effects the write vendors performed since before.
+func (c counts) sum(before counts) int {
+	n := 0
+	for _, v := range writeVendors {
+		n += c.delta(before, v)
+	}
+	return n
 }
 
 // CrashAfterVendor runs a job whose one write is tool; when the vendor has performed
@@ -105,14 +173,14 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 	)
 	switch tool {
 	case "ChargeCard":
-		name = "2. the worker stopped after the card was charged; the processor's lookup settles it"
+		name = "2. The worker dies after the card was charged, before the result is stored"
 		v = d.World.Payments
 		script = activities.Script{Goal: "Charge cus_7 for the annual plan.", Steps: []activities.Step{
 			{Tool: "GetCustomer", Args: json.RawMessage(`{"customer_id":"cus_7"}`)},
 			{Tool: "ChargeCard", Args: json.RawMessage(`{"customer":"cus_7","amount":19900,"currency":"usd","description":"annual plan"}`)},
 		}}
 	case "UpsertContact":
-		name = "3. the worker stopped after the contact was written, before the result was stored"
+		name = "3. The worker dies after the CRM saved a contact, before the result is stored"
 		v = d.World.CRM
 		script = activities.Script{Goal: "Record Grace as a contact.", Steps: []activities.Step{
 			{Tool: "UpsertContact", Args: json.RawMessage(`{"email":"grace@example.com","name":"Grace Hopper","company":"Navy"}`)},
@@ -133,7 +201,8 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 	c.expect(res.Stopped == "done", "the job finished (stopped: %s)", res.Stopped)
 	switch tool {
 	case "ChargeCard":
-		c.expect(v.Effects(key) == 1, "the card was charged %d time(s) for key %.8s, want 1", v.Effects(key), key)
+		c.Short = "2 worker died after a charge"
+		c.Without = "Temporal retries ChargeCard and the card is charged a second time"
 		settled, err := d.settledBy(ctx, jobID, "ChargeCard")
 		if err != nil {
 			return c, err
@@ -141,12 +210,31 @@ func (d *Demo) CrashAfterVendor(ctx context.Context, tool string) (Check, error)
 		c.expect(settled.Actor == "witness:payments-lookup" && settled.Resolution == store.ResolvedSent,
 			"settled %s by %s, nobody involved (%s); the retry returned the stored charge without calling the processor",
 			orString(settled.Resolution, "-"), orString(settled.Actor, "nobody"), settled.Reason)
-		c.expect(after.delta(before, "payments-replays") == 0, "the processor answered %d re-send(s), want 0", after.delta(before, "payments-replays"))
+		found := settled.Reason
+		if i := strings.LastIndex(found, ": "); i >= 0 {
+			found = found[i+2:]
+		}
+		c.Gate = []string{fmt.Sprintf("idemgate: the retry asked the processor's lookup, not the card: it found %s, so the retry returned it",
+			orString(found, "nothing"))}
+		charged := v.Effects(key)
+		c.count("card charged", "time", charged, 1)
+		c.count("re-sends", "", after.delta(before, "payments-replays"), 0)
+		c.WithoutShort = fmt.Sprintf("%d charges", charged+1)
+		c.WithShort = fmt.Sprintf("%d %s (the processor's lookup)", charged, plural(charged, "charge"))
 	case "UpsertContact":
+		c.Short = "3 worker died after an upsert"
+		c.Without = "the retry upserts again: an upsert is safe to repeat, one contact either way"
+		c.Gate = []string{"idemgate: an idempotent write: it re-ran with the same key; the CRM kept one contact"}
 		rec, ok := v.Record("grace@example.com")
-		c.expect(v.Effects("grace@example.com") == 2, "the upsert ran %d time(s) with one key: a re-run of an idempotent write, want 2", v.Effects("grace@example.com"))
-		c.expect(ok && rec["name"] == "Grace Hopper" && rec["company"] == "Navy",
-			"the record converged: %v", rec)
+		c.count("upserts with one key", "", v.Effects("grace@example.com"), 2)
+		contacts := 0
+		if ok && rec["name"] == "Grace Hopper" && rec["company"] == "Navy" {
+			contacts = 1
+		}
+		c.count("contacts for grace@example.com, up to date", "", contacts, 1)
+		c.expect(ok, "the record converged: %v", rec)
+		c.WithoutShort = "1 contact (re-run)"
+		c.WithShort = fmt.Sprintf("%d %s (re-ran, same key)", contacts, plural(contacts, "contact"))
 	}
 	return c, nil
 }
@@ -227,7 +315,7 @@ func (d *Demo) settledBy(ctx context.Context, jobID, activity string) (store.Rec
 // (the store call of `idemgate resolve --sent`), and the job goes on by itself with
 // the result the person gave. One e-mail.
 func (d *Demo) PersonSettles(ctx context.Context) (Check, error) {
-	c := Check{Scenario: "8. the e-mail's answer was lost: only a person can tell, the job goes on once resolved", OK: true}
+	c := Check{Scenario: "8. The e-mail went out, its answer was lost: only a person can tell", Short: "8 an e-mail's answer lost", OK: true}
 	jobID := d.jobID("email")
 	c.Jobs = []string{jobID}
 	d.say("== %s (job %s)", c.Scenario, jobID)
@@ -287,12 +375,16 @@ func (d *Demo) PersonSettles(ctx context.Context) (Check, error) {
 	call := interceptor.WithheldCall{Activity: rec.Activity, Key: rec.Key, Effect: rec.Effect, Args: rec.Args}
 	d.say("   held: no witness can tell (the provider takes no key); Temporal retries the refused write until it is settled")
 	d.say("   $ idemgate pending → %s  %s  withheld: %s", rec.Key, rec.State, call)
+	c.Without = "Temporal retries SendEmail and Ada gets the e-mail twice"
+	c.Gate = []string{"idemgate: nobody could tell (the provider takes no key, has no lookup): it held the write",
+		fmt.Sprintf("   $ idemgate pending → %.8s… %s, withheld: %s", rec.Key, rec.State, call)}
 	// The person checks the provider's log (here: the simulator's count) and resolves.
 	sent := mail.Total() - before["email"]
 	result := json.RawMessage(`{"message_id":"found in the provider's log"}`)
 	reason := "the provider's log shows the message to ada@example.com"
 	d.say("   the provider's log shows %d message(s) to ada@example.com", sent)
 	d.say("   $ idemgate resolve %s --sent --result reply.json --reason %q", rec.Key, reason)
+	c.Gate = append(c.Gate, fmt.Sprintf("   a person found it in the provider's log: $ idemgate resolve %.8s… --sent; the job went on by itself", rec.Key))
 	if err := resolveSent(ctx, d.Store, rec, result, "demo-operator", reason); err != nil {
 		return c, err
 	}
@@ -312,7 +404,10 @@ func (d *Demo) PersonSettles(ctx context.Context) (Check, error) {
 	if len(res.Steps) == 1 {
 		c.expect(strings.Contains(string(res.Steps[0].Result), "provider's log"), "SendEmail returned the result the person gave: %s", res.Steps[0].Result)
 	}
-	c.expect(after.delta(before, "email") == 1, "email performed %d side effect(s), want 1", after.delta(before, "email"))
+	sentNow := after.delta(before, "email")
+	c.count("e-mails sent", "", sentNow, 1)
+	c.WithoutShort = fmt.Sprintf("%d e-mails", sentNow+1)
+	c.WithShort = fmt.Sprintf("%d %s (a person resolved it)", sentNow, plural(sentNow, "e-mail"))
 	settled, err := d.settledBy(ctx, jobID, "SendEmail")
 	if err != nil {
 		return c, err
@@ -342,7 +437,7 @@ func resolveSent(ctx context.Context, st store.Store, rec store.Record, result j
 // code runs again, every write's key is the same, and the stored results come back
 // without calling the vendors.
 func (d *Demo) ResetPastCharge(ctx context.Context, jobID, runID string) (Check, error) {
-	c := Check{Scenario: "4. a workflow reset past a finished ChargeCard", OK: true, Jobs: []string{jobID}}
+	c := Check{Scenario: "4. A workflow reset takes job 1 back to its start: the workflow code runs again", Short: "4 a reset past the charge", OK: true, Jobs: []string{jobID}}
 	d.say("== %s (job %s)", c.Scenario, jobID)
 	var resetTo int64
 	it := d.Client.GetWorkflowHistory(ctx, jobID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -390,6 +485,9 @@ func (d *Demo) ResetPastCharge(ctx context.Context, jobID, runID string) (Check,
 	for _, v := range writeVendors {
 		c.expect(after.delta(before, v) == 0, "%s performed %d new side effect(s), want 0", v, after.delta(before, v))
 	}
+	c.Without = fmt.Sprintf("the %d writes run again: a second charge, e-mail, Slack post, ticket", writes)
+	c.Gate = []string{"idemgate: the same keys were minted again; each write returned its stored result without calling its vendor"}
+	c.count("new side effects", "", after.sum(before), 0)
 	rs, err := d.Store.Receipts(ctx, store.ReceiptFilter{WorkflowID: jobID, Decision: store.DecisionReplayed})
 	if err != nil {
 		return c, err
@@ -400,14 +498,16 @@ func (d *Demo) ResetPastCharge(ctx context.Context, jobID, runID string) (Check,
 			replayed++
 		}
 	}
-	c.expect(replayed == writes, "%d writes returned their stored result without running, want %d", replayed, writes)
+	c.count("writes answered from the store", "", replayed, writes)
+	c.WithoutShort = fmt.Sprintf("%d more side effects", writes)
+	c.WithShort = fmt.Sprintf("%d more (stored results)", after.sum(before))
 	return c, nil
 }
 
 // Rerun re-runs the recorded job under the default rerun policy: reads run, the
 // first write is refused and its exact call printed.
 func (d *Demo) Rerun(ctx context.Context) (Check, error) {
-	c := Check{Scenario: "5. a re-run of the job: reads run, writes are withheld", OK: true}
+	c := Check{Scenario: "5. A re-run of the recorded job under the default rerun policy (RerunPolicy{}: only reads fire)", Short: "5 a re-run of the job", OK: true}
 	jobID := d.jobID("support-replay")
 	c.Jobs = []string{jobID}
 	d.say("== %s (job %s)", c.Scenario, jobID)
@@ -438,10 +538,16 @@ func (d *Demo) Rerun(ctx context.Context) (Check, error) {
 		want := "UpsertContact(" + canonicalArgs(gated.Args) + ")"
 		c.expect(strings.Contains(gated.Error, want), "the refusal carries the exact withheld call %s", want)
 		d.say("   withheld: %s", want)
+		c.Gate = append(c.Gate, "   withheld: "+want)
 	}
 	for _, v := range writeVendors {
 		c.expect(after.delta(before, v) == 0, "%s performed %d side effect(s), want 0", v, after.delta(before, v))
 	}
+	c.Without = "the re-run performs the job's writes again: a second contact update, ticket, charge, e-mail…"
+	c.Gate = append([]string{fmt.Sprintf("idemgate: ran the %d reads; stopped the job at its first write and printed it", reads)}, c.Gate...)
+	c.count("side effects", "", after.sum(before), 0)
+	c.WithoutShort = "the job's writes again"
+	c.WithShort = fmt.Sprintf("%d side effects (writes withheld)", after.sum(before))
 	return c, nil
 }
 
