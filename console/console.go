@@ -53,6 +53,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/store"
@@ -114,6 +115,10 @@ func Handler(st store.Store, opts Options) (http.Handler, error) {
 				"Temporal UI's root, e.g. http://localhost:8233", opts.TemporalUIBase)
 		}
 		opts.TemporalUIBase = strings.TrimRight(opts.TemporalUIBase, "/")
+	}
+	if len(opts.Token) > 0 && strings.TrimSpace(string(opts.Token)) != string(opts.Token) {
+		return nil, errors.New("idemgate/console: Options.Token starts or ends with white space (a newline from a file?), " +
+			"which nobody can type into the sign-in form. Next step: trim it (strings.TrimSpace)")
 	}
 	if len(opts.Token) > 0 && len(opts.Token) < minToken {
 		return nil, fmt.Errorf("idemgate/console: Options.Token is %d bytes; use at least %d (e.g. `openssl rand -hex 32`)", len(opts.Token), minToken)
@@ -332,8 +337,10 @@ func (h *handler) action(f http.HandlerFunc) http.HandlerFunc {
 func (h *handler) actor(r *http.Request) string {
 	if h.opts.ActorHeader != "" {
 		if v := strings.TrimSpace(r.Header.Get(h.opts.ActorHeader)); v != "" {
-			if len(v) > 200 {
-				v = v[:200]
+			v = strings.ToValidUTF8(v, "\uFFFD")
+			for len(v) > 200 { // cut between characters: a receipt's actor stays UTF-8
+				_, n := utf8.DecodeLastRuneInString(v)
+				v = v[:len(v)-n]
 			}
 			return v
 		}
