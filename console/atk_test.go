@@ -291,3 +291,91 @@ func TestAtkConsoleHeadersAndMethodsOnEveryResponse(t *testing.T) {
 		t.Errorf("the log shows the CSRF token:\n%s", s.log)
 	}
 }
+
+// A loopback console put behind a reverse proxy on the same machine (nginx's
+// proxy_pass http://127.0.0.1:7380 with the forwarding headers most guides set)
+// sees every request come from loopback with a loopback Host: it would serve,
+// and act for, anyone the proxy lets in. A request that says it was forwarded is
+// refused unless the console has a token or the embedding server authenticates.
+func TestAtkConsoleLoopbackRefusesForwardedRequests(t *testing.T) {
+	st := sqliteStore(t)
+	seedUnknown(t, st, "k1", chargeArgs, "reset")
+	s := serve(t, st, Options{})
+	for _, h := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host"} {
+		req, _ := http.NewRequest("GET", s.srv.URL+"/", nil)
+		req.Header.Set(h, "203.0.113.9")
+		if code, body, _ := s.do(req); code != http.StatusForbidden || !strings.Contains(body, "proxy") {
+			t.Errorf("GET / with %s: %d\n%.300s", h, code, body)
+		}
+	}
+	// With the embedding server's authentication, forwarded requests are its to judge.
+	s2 := serve(t, st, Options{AuthenticatedByServer: true})
+	req, _ := http.NewRequest("GET", s2.srv.URL+"/", nil)
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	if code, _, _ := s2.do(req); code != http.StatusOK {
+		t.Errorf("AuthenticatedByServer, forwarded: %d", code)
+	}
+}
+
+// A form over the 4 MiB the handler reads (a result pasted far over the largest
+// the gate stores) gets an answer that says so, not a CSRF refusal.
+func TestAtkConsoleHugeFormSaysItIsTooLarge(t *testing.T) {
+	st := sqliteStore(t)
+	seedUnknown(t, st, "k1", chargeArgs, "reset")
+	s := serve(t, st, Options{})
+	before := snap(t, st, "k1")
+	big := `"` + strings.Repeat("x", 5<<20) + `"`
+	form := url.Values{"csrf": {s.csrf()}, "key": {"k1"}, "outcome": {"sent"}, "result": {big}, "reason": {"r"}, "seen": {ownerDigest("owner-k1")}}
+	if code, body := s.post("/settle", form); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "too large") {
+		t.Errorf("5 MiB form: %d %.300s", code, body)
+	}
+	form.Set("result", `"`+strings.Repeat("x", 2<<20)+`"`)
+	if code, body := s.post("/settle", form); code != http.StatusBadRequest || !strings.Contains(body, "the largest the gate stores") {
+		t.Errorf("2 MiB result: %d %.300s", code, body)
+	}
+	for _, bad := range []string{"ch_1", "{", "", "  "} {
+		form.Set("result", bad)
+		if code, body := s.post("/settle", form); code != http.StatusBadRequest {
+			t.Errorf("result %q: %d %.300s", bad, code, body)
+		}
+	}
+	unchanged(t, before, st, "k1")
+	form.Set("result", "null")
+	if code, body := s.post("/settle", form); code != http.StatusOK {
+		t.Errorf("result null: %d %.300s", code, body)
+	}
+}
+
+// Hostile text in every field an attacker can reach — arguments, the earlier
+// error, activity, workflow and run IDs, the actor header, the reason, a pause's
+// scope, census names, a key in the URL — is inert on every page.
+func TestAtkConsoleHostileTextInEveryField(t *testing.T) {
+	st := memory.New()
+	ctx := context.Background()
+	h := hostile
+	c := store.Claim{Key: "k" + h, Activity: "Charge" + h, Effect: "destructive", ArgsHash: "x", Args: []byte(`["` + "\\u003cscript>\\u001b[2J\\u202e" + `"]`),
+		Owner: "o1", Lease: t0.Add(time.Minute), Window: 24 * time.Hour, WorkflowID: "wf" + h, RunID: "run" + h, Attempt: 1, Now: t0}
+	if _, _, err := st.Begin(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Abandon(ctx, store.Transition{Key: c.Key, Owner: "o1", Now: t0, Window: 24 * time.Hour, Receipt: store.Receipt{Time: t0,
+		Key: c.Key, Activity: c.Activity, Effect: "destructive", WorkflowID: c.WorkflowID, RunID: c.RunID, Attempt: 1,
+		Decision: store.DecisionUnknown, Error: "err" + h}}); err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, st, Options{AuthenticatedByServer: true, ActorHeader: "X-User", TemporalUIBase: "http://localhost:8233"})
+	csrf := s.csrf()
+	if code, body := s.post("/pause", url.Values{"csrf": {csrf}, "activity": {"Pay" + h}, "reason": {"why" + h}}, "X-User", "mallory<script>x</script><img src=x>\u202e"); code != http.StatusOK {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	pages := []string{"/", "/pauses", "/key?k=" + url.QueryEscape(c.Key), "/workflow?id=" + url.QueryEscape(c.WorkflowID),
+		"/census?names=" + url.QueryEscape("Ship"+h), "/key?k=" + url.QueryEscape("nokey"+h)}
+	for _, p := range pages {
+		_, body, _ := s.get(p)
+		for _, bad := range []string{"<script", "<img", "\x1b", "\u202e", "\x07", "javascript:"} {
+			if strings.Contains(body, bad) {
+				t.Errorf("GET %s shows %q raw", p, bad)
+			}
+		}
+	}
+}
