@@ -155,6 +155,8 @@ func TestAtkConsoleTokenWithWhiteSpaceAtItsEndsIsRefused(t *testing.T) {
 	}
 }
 
+var hiddenAttr = regexp.MustCompile(`(value|data-key)="[^"]*"`)
+
 var regexpSeen = regexp.MustCompile(`name="seen" value="([0-9a-f]+)"`)
 
 // --- attacks that did not get through (they pass; kept as regression tests) ---
@@ -372,10 +374,35 @@ func TestAtkConsoleHostileTextInEveryField(t *testing.T) {
 		"/census?names=" + url.QueryEscape("Ship"+h), "/key?k=" + url.QueryEscape("nokey"+h)}
 	for _, p := range pages {
 		_, body, _ := s.get(p)
-		for _, bad := range []string{"<script", "<img", "\x1b", "\u202e", "\x07", "javascript:"} {
-			if strings.Contains(body, bad) {
-				t.Errorf("GET %s shows %q raw", p, bad)
+		// Attribute values the person never sees (a form's hidden key, data-key)
+		// carry the key as it is, escaped for HTML: what is shown must be inert.
+		shown := hiddenAttr.ReplaceAllString(body, "")
+		for _, bad := range []string{"<script>window", "<img src=x", "onerror=\"", "javascript:"} {
+			if i := strings.Index(body, bad); i >= 0 {
+				t.Errorf("GET %s has %q raw: %q", p, bad, body[max(0, i-200):min(len(body), i+100)])
 			}
+		}
+		for _, bad := range []string{"\x1b", "\u202e", "\x07"} {
+			body := shown
+			if i := strings.Index(body, bad); i >= 0 {
+				t.Errorf("GET %s shows %q raw: %q", p, bad, body[max(0, i-200):min(len(body), i+100)])
+			}
+		}
+	}
+}
+
+// The tab's title shows a key or workflow ID too: a bidirectional override or a
+// control character in it is shown as an escape there as everywhere else.
+func TestAtkConsoleTitleEscapesTheKey(t *testing.T) {
+	st := sqliteStore(t)
+	key := "\u202etxt.exe\x1b[2J"
+	seedUnknown(t, st, key, chargeArgs, "reset")
+	s := serve(t, st, Options{})
+	for _, p := range []string{"/key?k=" + url.QueryEscape(key), "/workflow?id=" + url.QueryEscape("wf-"+key)} {
+		_, body, _ := s.get(p)
+		title := regexp.MustCompile(`(?s)<title>(.*?)</title>`).FindStringSubmatch(body)
+		if title == nil || strings.ContainsAny(title[1], "\u202e\x1b") {
+			t.Errorf("GET %s: title %q", p, title)
 		}
 	}
 }

@@ -100,6 +100,9 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
+// maxForm is the largest form body a POST may carry.
+const maxForm = 4 << 20
+
 // minToken is the shortest token accepted.
 const minToken = 16
 
@@ -207,8 +210,8 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		sid := h.session(w, r)
 		if r.Method == http.MethodPost {
-			if why := h.csrfProblem(r, sid); why != "" {
-				h.refuse(w, r, http.StatusForbidden, why)
+			if code, why := h.csrfProblem(r, sid); why != "" {
+				h.refuse(w, r, code, why)
 				return
 			}
 		}
@@ -235,6 +238,14 @@ func (h *handler) reach(r *http.Request) string {
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return "this console serves loopback only: give it a token (idemgate console --token-file, Options.Token) or mount it behind your server's authentication (Options.AuthenticatedByServer)"
+	}
+	for _, hd := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"} {
+		if r.Header.Get(hd) != "" {
+			// A proxy on this machine makes every request it passes look local.
+			return "this console serves loopback only, and this request came through a proxy (it carries " + hd + "): " +
+				"the proxy would let anyone it serves act here. Give the console a token (idemgate console --token-file, " +
+				"Options.Token), or mount it behind your server's authentication (Options.AuthenticatedByServer)"
+		}
 	}
 	if !loopbackHost(r.Host) {
 		return "this console serves loopback only, and the Host header names another host (a DNS-rebinding page?): open it as http://127.0.0.1:PORT/ or http://localhost:PORT/"
@@ -284,23 +295,27 @@ func (h *handler) mac(parts ...string) string {
 // csrfToken is the CSRF token of session sid.
 func (h *handler) csrfToken(sid string) string { return h.mac("csrf", sid) }
 
-// csrfProblem says why a POST of session sid is refused, or "".
-func (h *handler) csrfProblem(r *http.Request, sid string) string {
+// csrfProblem says why a POST of session sid is refused, with the status, or "".
+func (h *handler) csrfProblem(r *http.Request, sid string) (int, string) {
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return "refused: the request came from another site (Origin " + o + "); nothing changed"
+			return http.StatusForbidden, "refused: the request came from another site (Origin " + o + "); nothing changed"
 		}
 	}
-	r.Body = http.MaxBytesReader(nil, r.Body, 4<<20)
+	r.Body = http.MaxBytesReader(nil, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
-		return "refused: the form could not be read; nothing changed"
+		if mb := new(http.MaxBytesError); errors.As(err, &mb) {
+			return http.StatusRequestEntityTooLarge, fmt.Sprintf("refused: the form is too large (over %d MiB; a result "+
+				"is at most %d bytes, the largest the gate stores); nothing changed", maxForm>>20, interceptor.DefaultMaxResultSize)
+		}
+		return http.StatusBadRequest, "refused: the form could not be read; nothing changed"
 	}
 	got := r.PostForm.Get("csrf")
 	if got == "" || !hmac.Equal([]byte(got), []byte(h.csrfToken(sid))) {
-		return "refused: the form carries no valid CSRF token for this browser session (reload the page and try again); nothing changed"
+		return http.StatusForbidden, "refused: the form carries no valid CSRF token for this browser session (reload the page and try again); nothing changed"
 	}
-	return ""
+	return 0, ""
 }
 
 // authorized reports whether r carries the token (a Bearer header or the cookie
