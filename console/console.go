@@ -13,7 +13,9 @@
 //
 // By default the handler answers only requests from a loopback address whose Host
 // header names a loopback host (so a web page elsewhere cannot reach it through DNS
-// rebinding); anything else gets 403. To serve it to others, either
+// rebinding) and that carry no proxy header (Forwarded, X-Forwarded-For,
+// X-Forwarded-Host, X-Real-IP: a reverse proxy on the same machine makes every
+// request look local); anything else gets 403. To serve it to others, either
 //
 //   - set Options.Token: every request must carry it (a login form sets an
 //     HttpOnly cookie; scripts may send "Authorization: Bearer TOKEN"). Read the
@@ -72,7 +74,7 @@ type Options struct {
 	// ReadOnly hides the actions and refuses them.
 	ReadOnly bool
 	// Token, when set, is required of every request (see the package doc). At
-	// least 16 bytes.
+	// least 16 bytes, without white space at its ends (a person types it).
 	Token []byte
 	// AuthenticatedByServer says the server that mounts the handler authenticates
 	// every request before it: the handler then serves any address without a token.
