@@ -406,3 +406,25 @@ func TestAtkConsoleTitleEscapesTheKey(t *testing.T) {
 		}
 	}
 }
+
+// A store that went away (closed, the database down) gives every page an error
+// page with the security headers, never a panic or a blank 200.
+func TestAtkConsoleClosedStoreAnswersWithAnError(t *testing.T) {
+	st := sqliteStore(t)
+	seedUnknown(t, st, "k1", chargeArgs, "reset")
+	s := serve(t, st, Options{})
+	csrf := s.csrf()
+	if err := st.(interface{ Close() error }).Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/", "/key?k=k1", "/workflow?id=wf-k1", "/census", "/pauses"} {
+		code, body, h := s.get(p)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `id="error"`) || h.Get("Content-Security-Policy") != csp {
+			t.Errorf("GET %s on a closed store: %d\n%.300s", p, code, body)
+		}
+	}
+	form := url.Values{"csrf": {csrf}, "key": {"k1"}, "outcome": {"sent"}, "result": {`"x"`}, "reason": {"r"}, "seen": {ownerDigest("owner-k1")}}
+	if code, body := s.post("/settle", form); code < 400 {
+		t.Errorf("settle on a closed store: %d\n%.300s", code, body)
+	}
+}
