@@ -428,3 +428,29 @@ func TestAtkConsoleClosedStoreAnswersWithAnError(t *testing.T) {
 		t.Errorf("settle on a closed store: %d\n%.300s", code, body)
 	}
 }
+
+// "Not sent" on a claim taken over from an attempt that may have sent releases a
+// write an earlier attempt may have made too: the confirmation, where the person
+// decides, must say so (the card says it; the confirmation did not).
+func TestAtkConsoleConfirmSaysAnEarlierAttemptMayHaveSent(t *testing.T) {
+	st := sqliteStore(t)
+	ctx := context.Background()
+	c := store.Claim{Key: "k1", Activity: "UpsertContact", Effect: "idempotent-write", ArgsHash: "h", Args: chargeArgs, Owner: "o1",
+		Lease: t0.Add(time.Minute), Window: 24 * time.Hour, WorkflowID: "wf", RunID: "run", Attempt: 1, Now: t0}
+	if o, _, err := st.Begin(ctx, c); err != nil || o != store.OutcomeClaimed {
+		t.Fatalf("%v %v", o, err)
+	}
+	c.Owner, c.Attempt, c.Now, c.Lease, c.TakeOver = "o2", 2, t0.Add(2*time.Minute), t0.Add(3*time.Minute), true
+	if o, _, err := st.Begin(ctx, c); err != nil || o != store.OutcomeTakenOver {
+		t.Fatalf("take over: %v %v", o, err)
+	}
+	if rec, _ := st.Get(ctx, "k1"); !rec.MayHaveSent {
+		t.Fatalf("record %+v: want MayHaveSent", rec)
+	}
+	s := serve(t, st, Options{})
+	form := url.Values{"csrf": {s.csrf()}, "key": {"k1"}, "outcome": {"not-sent"}, "reason": {"nothing at the vendor"}, "seen": {ownerDigest("o2")}}
+	code, body := s.post("/settle", form)
+	if code != http.StatusOK || !strings.Contains(body, "This runs the write again") || !strings.Contains(body, "may have sent") {
+		t.Fatalf("confirmation: %d; want it to say an earlier attempt may have sent\n%s", code, body)
+	}
+}
