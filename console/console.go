@@ -13,7 +13,9 @@
 //
 // By default the handler answers only requests from a loopback address whose Host
 // header names a loopback host (so a web page elsewhere cannot reach it through DNS
-// rebinding); anything else gets 403. To serve it to others, either
+// rebinding) and that carry no proxy header (Forwarded, X-Forwarded-For,
+// X-Forwarded-Host, X-Real-IP: a reverse proxy on the same machine makes every
+// request look local); anything else gets 403. To serve it to others, either
 //
 //   - set Options.Token: every request must carry it (a login form sets an
 //     HttpOnly cookie; scripts may send "Authorization: Bearer TOKEN"). Read the
@@ -53,6 +55,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/store"
@@ -71,7 +74,7 @@ type Options struct {
 	// ReadOnly hides the actions and refuses them.
 	ReadOnly bool
 	// Token, when set, is required of every request (see the package doc). At
-	// least 16 bytes.
+	// least 16 bytes, without white space at its ends (a person types it).
 	Token []byte
 	// AuthenticatedByServer says the server that mounts the handler authenticates
 	// every request before it: the handler then serves any address without a token.
@@ -99,6 +102,9 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
+// maxForm is the largest form body a POST may carry.
+const maxForm = 4 << 20
+
 // minToken is the shortest token accepted.
 const minToken = 16
 
@@ -114,6 +120,10 @@ func Handler(st store.Store, opts Options) (http.Handler, error) {
 				"Temporal UI's root, e.g. http://localhost:8233", opts.TemporalUIBase)
 		}
 		opts.TemporalUIBase = strings.TrimRight(opts.TemporalUIBase, "/")
+	}
+	if len(opts.Token) > 0 && strings.TrimSpace(string(opts.Token)) != string(opts.Token) {
+		return nil, errors.New("idemgate/console: Options.Token starts or ends with white space (a newline from a file?), " +
+			"which nobody can type into the sign-in form. Next step: trim it (strings.TrimSpace)")
 	}
 	if len(opts.Token) > 0 && len(opts.Token) < minToken {
 		return nil, fmt.Errorf("idemgate/console: Options.Token is %d bytes; use at least %d (e.g. `openssl rand -hex 32`)", len(opts.Token), minToken)
@@ -202,8 +212,8 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		sid := h.session(w, r)
 		if r.Method == http.MethodPost {
-			if why := h.csrfProblem(r, sid); why != "" {
-				h.refuse(w, r, http.StatusForbidden, why)
+			if code, why := h.csrfProblem(r, sid); why != "" {
+				h.refuse(w, r, code, why)
 				return
 			}
 		}
@@ -230,6 +240,14 @@ func (h *handler) reach(r *http.Request) string {
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return "this console serves loopback only: give it a token (idemgate console --token-file, Options.Token) or mount it behind your server's authentication (Options.AuthenticatedByServer)"
+	}
+	for _, hd := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"} {
+		if r.Header.Get(hd) != "" {
+			// A proxy on this machine makes every request it passes look local.
+			return "this console serves loopback only, and this request came through a proxy (it carries " + hd + "): " +
+				"the proxy would let anyone it serves act here. Give the console a token (idemgate console --token-file, " +
+				"Options.Token), or mount it behind your server's authentication (Options.AuthenticatedByServer)"
+		}
 	}
 	if !loopbackHost(r.Host) {
 		return "this console serves loopback only, and the Host header names another host (a DNS-rebinding page?): open it as http://127.0.0.1:PORT/ or http://localhost:PORT/"
@@ -279,23 +297,27 @@ func (h *handler) mac(parts ...string) string {
 // csrfToken is the CSRF token of session sid.
 func (h *handler) csrfToken(sid string) string { return h.mac("csrf", sid) }
 
-// csrfProblem says why a POST of session sid is refused, or "".
-func (h *handler) csrfProblem(r *http.Request, sid string) string {
+// csrfProblem says why a POST of session sid is refused, with the status, or "".
+func (h *handler) csrfProblem(r *http.Request, sid string) (int, string) {
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return "refused: the request came from another site (Origin " + o + "); nothing changed"
+			return http.StatusForbidden, "refused: the request came from another site (Origin " + o + "); nothing changed"
 		}
 	}
-	r.Body = http.MaxBytesReader(nil, r.Body, 4<<20)
+	r.Body = http.MaxBytesReader(nil, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
-		return "refused: the form could not be read; nothing changed"
+		if mb := new(http.MaxBytesError); errors.As(err, &mb) {
+			return http.StatusRequestEntityTooLarge, fmt.Sprintf("refused: the form is too large (over %d MiB; a result "+
+				"is at most %d bytes, the largest the gate stores); nothing changed", maxForm>>20, interceptor.DefaultMaxResultSize)
+		}
+		return http.StatusBadRequest, "refused: the form could not be read; nothing changed"
 	}
 	got := r.PostForm.Get("csrf")
 	if got == "" || !hmac.Equal([]byte(got), []byte(h.csrfToken(sid))) {
-		return "refused: the form carries no valid CSRF token for this browser session (reload the page and try again); nothing changed"
+		return http.StatusForbidden, "refused: the form carries no valid CSRF token for this browser session (reload the page and try again); nothing changed"
 	}
-	return ""
+	return 0, ""
 }
 
 // authorized reports whether r carries the token (a Bearer header or the cookie
@@ -332,8 +354,10 @@ func (h *handler) action(f http.HandlerFunc) http.HandlerFunc {
 func (h *handler) actor(r *http.Request) string {
 	if h.opts.ActorHeader != "" {
 		if v := strings.TrimSpace(r.Header.Get(h.opts.ActorHeader)); v != "" {
-			if len(v) > 200 {
-				v = v[:200]
+			v = strings.ToValidUTF8(v, "\uFFFD")
+			for len(v) > 200 { // cut between characters: a receipt's actor stays UTF-8
+				_, n := utf8.DecodeLastRuneInString(v)
+				v = v[:len(v)-n]
 			}
 			return v
 		}

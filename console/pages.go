@@ -134,12 +134,11 @@ type blocked struct {
 	StateText      string
 	ResolvableNow  bool
 	ResolvableFrom time.Time
-	// NotSentFrom is when a person's "not sent" counts (store.NotSentFrom), zero
-	// when it counts now: an unknown record takes "sent" at once, "not sent" only
-	// once a request the attempt wrote before it gave up can no longer land.
+	// NotSentFrom is when a person may settle it as not sent (store.NotSentFrom),
+	// zero when they may now: for an unknown record it comes after ResolvableFrom.
 	NotSentFrom time.Time
-	Call           string
-	ArgsPretty     string
+	Call        string
+	ArgsPretty  string
 	// Refusal is the newest refusal's message: it quotes what the witnesses said.
 	Refusal     string
 	WitnessSaid string
@@ -169,8 +168,10 @@ func (h *handler) describe(ctx context.Context, rec store.Record, now time.Time)
 	b := blocked{Record: rec, Call: operate.WithheldCall(rec), ArgsPretty: prettyArgs(rec.Args), Seen: ownerDigest(rec.Owner),
 		OwnerGone: store.OwnerGone(rec, now)}
 	b.ResolvableFrom = operate.ResolvableFrom(rec, now)
-	b.NotSentFrom = operate.NotSentFrom(rec, now)
 	b.ResolvableNow = b.ResolvableFrom.IsZero() && (rec.State == store.StateClaimed || rec.State == store.StateUnknown)
+	if rec.State == store.StateClaimed || rec.State == store.StateUnknown {
+		b.NotSentFrom = operate.NotSentFrom(rec, now)
+	}
 	b.StateText = string(rec.State)
 	if rec.State == store.StateClaimed {
 		if b.OwnerGone {
@@ -484,6 +485,13 @@ func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
+	var note string // before the pause: its own receipt names the activity
+	if p.Activity != "" {
+		if note, err = operate.UnnamedActivityNote(ctx, h.st, p.Activity, p.Time); err != nil {
+			h.fail(w, r, http.StatusServiceUnavailable, err)
+			return
+		}
+	}
 	if err := operate.Pause(ctx, h.st, p); err != nil {
 		h.fail(w, r, http.StatusServiceUnavailable, err)
 		return
@@ -494,6 +502,9 @@ func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
 	if p.Activity != "" && operate.ReadsByName(p.Activity) {
 		msg += fmt.Sprintf(" Note: %s reads as a read by its name; reads are never paused — unless the workers' "+
 			"Options.Effects makes it a write, this pause changes nothing.", p.Activity)
+	}
+	if note != "" {
+		msg += " Note: " + note + "."
 	}
 	h.render(w, r, http.StatusOK, "done", map[string]any{"Message": msg, "Pauses": true})
 }

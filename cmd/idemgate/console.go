@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/console"
@@ -46,8 +47,8 @@ func (c *cli) console(args []string) error {
 			return fmt.Errorf("--token-file: %v", err)
 		}
 		token = []byte(s)
-	} else if s := c.getenv(consoleTokenEnv); s != "" {
-		token = []byte(s)
+	} else if s := strings.TrimSpace(c.getenv(consoleTokenEnv)); s != "" {
+		token = []byte(s) // trimmed as a token file is: `export VAR="$(cat file)"` may keep a newline
 	}
 	host, _, err := net.SplitHostPort(*listen)
 	if err != nil {

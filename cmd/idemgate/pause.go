@@ -60,6 +60,16 @@ func (c *cli) pause(args []string) error {
 		return err
 	}
 	defer done()
+	if p.Activity != "" && !operate.ReadsByName(p.Activity) {
+		// Before the pause: its own receipt names the activity.
+		note, err := operate.UnnamedActivityNote(ctx, st, p.Activity, p.Time)
+		if err != nil {
+			return err
+		}
+		if note != "" {
+			fmt.Fprint(c.stderr, escape("note: "+note+"\n", false))
+		}
+	}
 	if err := operate.Pause(ctx, st, p); err != nil {
 		return err
 	}

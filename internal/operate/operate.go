@@ -38,22 +38,30 @@ func dash(s string) string {
 // person at now, oldest first, at most limit (0: all), without the plugin's store
 // checks (interceptor.ProbeActivity) unless probes.
 func Pending(ctx context.Context, st store.Operator, now time.Time, limit int, probes bool) ([]store.Record, error) {
-	n := limit
-	if !probes {
-		n = 0 // probes are left out below: the limit counts the rest
+	if probes || limit <= 0 {
+		rs, err := st.Pending(ctx, now, limit)
+		if err != nil || probes {
+			return rs, err
+		}
+		return slices.DeleteFunc(rs, isProbe), nil
 	}
-	rs, err := st.Pending(ctx, now, n)
-	if err != nil {
-		return nil, err
-	}
-	if !probes {
-		rs = slices.DeleteFunc(rs, func(r store.Record) bool { return r.Activity == interceptor.ProbeActivity })
-		if limit > 0 && len(rs) > limit {
-			rs = rs[:limit]
+	// Probes are left out below, and the limit counts the rest: ask for a few more
+	// than limit, and for more again only when probes took their place. Never every
+	// pending record (a console reloads this page every few seconds).
+	for n := limit + 8; ; n *= 2 {
+		rs, err := st.Pending(ctx, now, n)
+		if err != nil {
+			return nil, err
+		}
+		full := len(rs) == n
+		rs = slices.DeleteFunc(rs, isProbe)
+		if len(rs) >= limit || !full {
+			return rs[:min(len(rs), limit)], nil
 		}
 	}
-	return rs, nil
 }
+
+func isProbe(r store.Record) bool { return r.Activity == interceptor.ProbeActivity }
 
 // MayHaveSent says whether r's write may have reached the vendor: its claim was
 // taken (the body may have begun), or an earlier attempt may have sent.
@@ -69,8 +77,7 @@ func ResolvableFrom(r store.Record, now time.Time) time.Time {
 	return store.ResolvableFrom(r).UTC()
 }
 
-// NotSentFrom is store.NotSentFrom, zero when a person may resolve r as not sent at
-// now (store.NotSentResolvable).
+// NotSentFrom is store.NotSentFrom, zero when a person may resolve r as not sent at now.
 func NotSentFrom(r store.Record, now time.Time) time.Time {
 	if store.NotSentResolvable(r, now) {
 		return time.Time{}
@@ -228,6 +235,73 @@ func Pause(ctx context.Context, st store.Operator, p store.Pause) error {
 		return err
 	}
 	return st.Pause(ctx, p)
+}
+
+// UnnamedActivityNote is a note for a pause of activity that no receipt names
+// (a typo: ChargeCrad for ChargeCard; names are case-sensitive), with the names the
+// receipts of the last week carry that are close to it, or "" when a receipt names
+// it. Such a pause is stored all the same (a pause may come before the first run).
+func UnnamedActivityNote(ctx context.Context, st store.Operator, activity string, now time.Time) (string, error) {
+	named, err := st.Receipts(ctx, store.ReceiptFilter{Activity: activity, Limit: 50})
+	if err != nil {
+		return "", err
+	}
+	for _, r := range named {
+		if r.Effect != "" { // a gate's receipt, not a pause's or resume's
+			return "", nil
+		}
+	}
+	rs, err := st.Receipts(ctx, store.ReceiptFilter{Since: now.Add(-7 * 24 * time.Hour), Limit: 20000})
+	if err != nil {
+		return "", err
+	}
+	seen := map[string]bool{}
+	var close, all []string
+	for _, r := range rs {
+		if r.Activity == "" || r.Effect == "" || seen[r.Activity] || r.Activity == interceptor.ProbeActivity {
+			continue
+		}
+		seen[r.Activity] = true
+		all = append(all, r.Activity)
+		if strings.EqualFold(r.Activity, activity) || editDistance(strings.ToLower(r.Activity), strings.ToLower(activity)) <= 2 {
+			close = append(close, r.Activity)
+		}
+	}
+	note := fmt.Sprintf("no receipt names the activity %s (names are case-sensitive): if it is misspelt, this pause stops nothing "+
+		"that runs. Next step: resume it and pause the name the workers register", activity)
+	switch {
+	case len(close) > 0:
+		slices.Sort(close)
+		note += fmt.Sprintf("; close to it in the receipts of the last week: %s", strings.Join(close, ", "))
+	case len(all) > 0:
+		slices.Sort(all)
+		if len(all) > 12 {
+			all = append(all[:12], "…")
+		}
+		note += fmt.Sprintf("; the receipts of the last week name: %s", strings.Join(all, ", "))
+	}
+	return note, nil
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // Resume lifts the pause of p's scope with its receipt (store.Operator.Resume).
