@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one command that runs every test of idemgate on a fresh machine with Go
 # installed. It installs and starts what the tests need (PostgreSQL from Debian's
-# packages, stripe-mock from the Go module proxy) and stops it afterwards.
+# packages, stripe-mock from the Go module proxy, chromium from Debian's packages for
+# the console's browser tests) and stops it afterwards.
 #
 #   scripts/test.sh            # all tests
 #   scripts/test.sh -run Gate  # extra flags go to `go test`
@@ -18,6 +19,10 @@ if [ "${1:-}" = "--inner" ]; then
 else
 	if [ -x scripts/stripe-mock.sh ]; then
 		scripts/stripe-mock.sh install
+	fi
+	if [ -x scripts/chromium.sh ]; then
+		CHROMIUM=$(scripts/chromium.sh install)
+		export CHROMIUM
 	fi
 	if [ -x scripts/with-postgres.sh ]; then
 		exec scripts/with-postgres.sh "$0" --inner "$@"

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/operate"
 	"github.com/idemgate/idemgate/internal/secrets"
 	"github.com/idemgate/idemgate/mcptools"
 )
@@ -23,18 +24,7 @@ type censusJSON struct {
 	Activities      []censusItem `json:"activities"`
 }
 
-type censusItem struct {
-	Name   string `json:"name"`
-	Effect string `json:"effect"`
-	Verb   string `json:"verb,omitempty"`
-	Word   string `json:"word,omitempty"` // the word the decision rests on
-	Rule   string `json:"rule"`           // interceptor.Source: verb, phrasal, none, …
-	Reason string `json:"reason"`
-	Review bool   `json:"review"`
-	// Hints is the class the activity's annotations claim (MCP), when any.
-	Hints       string `json:"hints,omitempty"`
-	Contradicts bool   `json:"contradicts,omitempty"`
-}
+type censusItem = operate.CensusItem
 
 func (c *cli) census(args []string) error {
 	f := c.newFlags("census", "[--strict] NAME... | --mcp URL | --mcp-command CMD", "Classifies activity names as the gate does (no Options.Effects overrides), prints the word\n"+
@@ -77,21 +67,7 @@ func (c *cli) census(args []string) error {
 		}
 		rep = interceptor.Census(names)
 	}
-	var items []censusItem
-	seen := map[string]bool{}
-	for _, n := range names {
-		if seen[n] {
-			continue
-		}
-		seen[n] = true
-		cl := rep.Effects[n]
-		it := censusItem{Name: n, Effect: cl.Effect.String(), Verb: cl.Verb, Word: cl.Word,
-			Rule: cl.Source.String(), Reason: cl.Reason(), Review: cl.Review, Contradicts: cl.Contradicts}
-		if cl.Hinted != 0 {
-			it.Hints = cl.Hinted.String()
-		}
-		items = append(items, it)
-	}
+	items := operate.CensusItems(rep, names)
 	if f.json {
 		if err := c.printJSON(censusJSON{Read: rep.Read, IdempotentWrite: rep.IdempotentWrite, Destructive: rep.Destructive,
 			Review: append([]string{}, rep.Review...), Contradicts: append([]string{}, rep.Contradicts...), Activities: items}); err != nil {

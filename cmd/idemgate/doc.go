@@ -20,6 +20,7 @@
 //	idemgate resume   --activity NAME | --effect destructive|idempotent-write [--reason WHY] [--actor WHO]
 //	idemgate pauses
 //	idemgate census   [--strict] NAME...
+//	idemgate console  [--listen 127.0.0.1:PORT] [--token-file FILE] [--read-only] [--temporal-ui URL] [--namespace NS]
 //	idemgate sweep    [--limit N] [--temporal-address HOST:PORT --namespace NS]
 //	idemgate reconcile --temporal-address HOST:PORT --namespace NS [--dry-run] [--limit N]
 //	                  [--window D] [--witness-timeout D]
@@ -81,6 +82,14 @@
 // writes (WriteGated, retryable) within interceptor.Options.PauseRefresh (2 s by
 // default), without a restart, and says who paused, when and why. Reads are never
 // paused. pauses lists the pauses in force.
+//
+// console serves the operator's web page (package console, docs/console.md) on the
+// store until Ctrl-C: the writes waiting on a person first, with the withheld call,
+// what the witnesses said and the earlier attempt's error; a key's story; a
+// workflow's writes; the census; the pauses. Its settle and pause forms are the store
+// calls and receipts of resolve, pause and resume (actor "console"); --read-only
+// hides and refuses them. It listens on loopback (127.0.0.1:7380) unless it has a
+// token, from --token-file FILE or $IDEMGATE_CONSOLE_TOKEN (never a flag value).
 //
 // census classifies activity names as the gate does, prints the word that decided
 // and why, and flags the names whose grammar cannot tell (no known verb, a verb out of

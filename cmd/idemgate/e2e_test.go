@@ -265,7 +265,12 @@ func TestEndToEndPauseResume(t *testing.T) {
 			!strings.Contains(g.Error, "card network incident") {
 			t.Fatalf("gated receipt = %+v", g)
 		}
-		ran := decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--json", "--workflow", "checkout-paused-"+b.name, "--activity", "GetBalance"))
+		// The read's receipt is queued off its path and stored within 100 ms (issue 21).
+		var ran []receiptJSON
+		waitFor(t, "the read's receipt", func() bool {
+			ran = decodeJSON[[]receiptJSON](t, ok(t, "receipts", "--store", b.spec, "--json", "--workflow", "checkout-paused-"+b.name, "--activity", "GetBalance"))
+			return len(ran) > 0
+		})
 		if len(ran) != 1 || ran[0].Decision != "ran" {
 			t.Fatalf("the read while paused: %+v", ran)
 		}

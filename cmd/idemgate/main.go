@@ -34,6 +34,8 @@ type cli struct {
 	stdin          io.Reader
 	now            func() time.Time
 	getenv         func(string) string
+	// stop ends a long-running command (console); nil: Ctrl-C.
+	stop <-chan struct{}
 }
 
 // usageError is bad input: exit code 2, with the command's usage. quiet: the flag
@@ -59,6 +61,7 @@ var commands = []command{
 	{"pause", "stop every worker from running the writes of an activity or effect class", (*cli).pause},
 	{"resume", "lift a pause", (*cli).resume},
 	{"pauses", "list the pauses in force", (*cli).pauses},
+	{"console", "serve the operator's web page: pending writes, their stories, settle and pause from a browser", (*cli).console},
 	{"census", "classify activity names and flag those that need review", (*cli).census},
 	{"sweep", "remove the records past their window, once", (*cli).sweep},
 	{"reconcile", "ask Temporal's history about the pending keys and settle those it can tell", (*cli).reconcile},

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/operate"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -36,8 +35,7 @@ func (c *cli) pauseFlags(name, about string, args []string) (*flags, store.Pause
 		return nil, store.Pause{}, usagef("name exactly one of --activity NAME and --effect destructive|idempotent-write")
 	}
 	if *eff != "" {
-		e, err := interceptor.ParseEffect(*eff)
-		if err != nil || e == interceptor.Read {
+		if !operate.PausableEffect(*eff) {
 			return nil, store.Pause{}, usagef("--effect %q: use destructive or idempotent-write (reads are never paused)", *eff)
 		}
 	}
@@ -52,7 +50,7 @@ func (c *cli) pause(args []string) error {
 		return err
 	}
 	if p.Activity != "" {
-		if cl := interceptor.Classify(p.Activity); cl.Effect == interceptor.Read {
+		if operate.ReadsByName(p.Activity) {
 			fmt.Fprint(c.stderr, escape(fmt.Sprintf("note: %s reads as a read by its name; reads are never paused — unless the workers' "+
 				"Options.Effects makes it a write, this pause changes nothing\n", p.Activity), false))
 		}
@@ -62,7 +60,17 @@ func (c *cli) pause(args []string) error {
 		return err
 	}
 	defer done()
-	if err := st.Pause(ctx, p); err != nil {
+	if p.Activity != "" && !operate.ReadsByName(p.Activity) {
+		// Before the pause: its own receipt names the activity.
+		note, err := operate.UnnamedActivityNote(ctx, st, p.Activity, p.Time)
+		if err != nil {
+			return err
+		}
+		if note != "" {
+			fmt.Fprint(c.stderr, escape("note: "+note+"\n", false))
+		}
+	}
+	if err := operate.Pause(ctx, st, p); err != nil {
 		return err
 	}
 	if f.json {
@@ -90,9 +98,7 @@ func (c *cli) resume(args []string) error {
 		return err
 	}
 	defer done()
-	if err := st.Resume(ctx, p); errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%s is not paused; nothing changed. See what is: `idemgate pauses`", p.Scope())
-	} else if err != nil {
+	if err := operate.Resume(ctx, st, p); err != nil {
 		return err
 	}
 	if f.json {

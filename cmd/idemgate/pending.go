@@ -3,10 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/operate"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -54,32 +54,10 @@ type recordJSON struct {
 	Sent []store.Sent `json:"sent,omitempty"`
 }
 
-// mayHaveSent says whether r's write may have reached the vendor: its claim was
-// taken (the body may have begun), or an earlier attempt may have sent.
-func mayHaveSent(r store.Record) bool {
-	return r.State == store.StateClaimed || r.State == store.StateUnknown || r.MayHaveSent
-}
-
-// resolvableFrom is store.ResolvableFrom, zero when a person may resolve r at now.
-func resolvableFrom(r store.Record, now time.Time) time.Time {
-	if store.Resolvable(r, now) {
-		return time.Time{}
-	}
-	return store.ResolvableFrom(r).UTC()
-}
-
-// notSentFrom is store.NotSentFrom, zero when a person may resolve r as not sent at now.
-func notSentFrom(r store.Record, now time.Time) time.Time {
-	if store.NotSentResolvable(r, now) {
-		return time.Time{}
-	}
-	return store.NotSentFrom(r).UTC()
-}
-
-// withheldCall is the call the gate withholds for r, printed as the gate prints it.
-func withheldCall(r store.Record) string {
-	return interceptor.WithheldCall{Activity: r.Activity, Key: r.Key, Effect: r.Effect, Args: r.Args}.String()
-}
+func mayHaveSent(r store.Record) bool                        { return operate.MayHaveSent(r) }
+func resolvableFrom(r store.Record, now time.Time) time.Time { return operate.ResolvableFrom(r, now) }
+func withheldCall(r store.Record) string                     { return operate.WithheldCall(r) }
+func notSentFrom(r store.Record, now time.Time) time.Time    { return operate.NotSentFrom(r, now) }
 
 func (c *cli) pending(args []string) error {
 	f := c.newFlags("pending", "[flags]", "Lists the writes that wait on a witness or a person, oldest first, with the withheld call:\n"+
@@ -110,19 +88,9 @@ func (c *cli) pending(args []string) error {
 	}
 	defer done()
 	now := c.now()
-	n := *limit
-	if !*probes {
-		n = 0 // probes are left out below: the limit counts the rest
-	}
-	rs, err := st.Pending(ctx, now, n)
+	rs, err := operate.Pending(ctx, st, now, *limit, *probes)
 	if err != nil {
 		return err
-	}
-	if !*probes {
-		rs = slices.DeleteFunc(rs, func(r store.Record) bool { return r.Activity == interceptor.ProbeActivity })
-		if *limit > 0 && len(rs) > *limit {
-			rs = rs[:*limit]
-		}
 	}
 	if f.json {
 		out := make([]recordJSON, 0, len(rs))

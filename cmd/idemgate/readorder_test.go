@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/operate"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -46,7 +47,7 @@ func TestReceiptsListALateReadAtItsTime(t *testing.T) {
 
 		// More than one page of the listing (1000 receipts), the late read at the end.
 		var page []store.Receipt
-		for i := range receiptPage + 5 {
+		for i := range operate.ReceiptPage + 5 {
 			page = append(page, store.Receipt{Time: t0.Add(time.Second + time.Duration(i)*time.Microsecond),
 				Key: fmt.Sprint("key-w-", i), Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionClaimed,
 				WorkflowID: "wf-many"})

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/operate"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -136,10 +136,7 @@ func (c *cli) receipts(args []string) error {
 	tw := c.table()
 	row(tw, "TIME", "KEY", "ACTIVITY", "EFFECT", "WORKFLOW/RUN", "ATTEMPT", "DECISION", "ARGS HASH", "RESULT", "NOTE")
 	for _, r := range rs {
-		d := string(r.Decision)
-		if r.Resolution != "" {
-			d += " (" + r.Resolution + ")"
-		}
+		d := operate.DecisionText(r)
 		note := r.Error
 		if r.Actor != "" || r.Reason != "" {
 			note = strings.TrimSpace(fmt.Sprintf("by %s: %s %s", dash(r.Actor), r.Reason, note))
@@ -169,88 +166,16 @@ func (c *cli) receipts(args []string) error {
 	return nil
 }
 
-// receiptLister is the one store method listReceipts needs.
-type receiptLister interface {
-	Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error)
+// listReceipts is operate.ListReceipts.
+func listReceipts(ctx context.Context, st operate.ReceiptLister, f store.ReceiptFilter, max int, probes bool) ([]store.Receipt, bool, error) {
+	return operate.ListReceipts(ctx, st, f, max, probes)
 }
 
-// receiptPage is how many receipts listReceipts reads at a time.
-const receiptPage = 1000
-
-// listReceipts reads the receipts f matches, oldest first, paging by receipt ID,
-// and leaves out the plugin's probe rows (interceptor.ProbeActivity) unless probes:
-// at most max (0: all), and whether more matched.
-func listReceipts(ctx context.Context, st receiptLister, f store.ReceiptFilter, max int, probes bool) ([]store.Receipt, bool, error) {
-	var out []store.Receipt
-	for {
-		f.Limit = receiptPage
-		rs, err := st.Receipts(ctx, f)
-		if err != nil {
-			return nil, false, err
-		}
-		for _, r := range rs {
-			if !probes && r.Activity == interceptor.ProbeActivity {
-				continue
-			}
-			if max > 0 && len(out) == max {
-				return out, true, nil
-			}
-			out = append(out, r)
-		}
-		if len(rs) < receiptPage {
-			return out, false, nil
-		}
-		f.AfterID = rs[len(rs)-1].ID
-	}
-}
-
-// keySummary is the last line of a key's story: how many receipts of each decision
-// (in the order they first came), the first and last time, and the key's state now.
 func keySummary(key string, rs []store.Receipt, rec store.Record, getErr error) string {
-	var order []string
-	count := map[string]int{}
-	first, last := rs[0].Time, rs[0].Time
-	for _, r := range rs {
-		d := string(r.Decision)
-		if r.Resolution != "" {
-			d += " (" + r.Resolution + ")"
-		}
-		if count[d] == 0 {
-			order = append(order, d)
-		}
-		count[d]++
-		if r.Time.Before(first) {
-			first = r.Time
-		}
-		if r.Time.After(last) {
-			last = r.Time
-		}
-	}
-	parts := make([]string, len(order))
-	for i, d := range order {
-		parts[i] = fmt.Sprintf("%s %d", d, count[d])
-	}
-	now := "no record (never claimed, or swept after its window)"
-	switch {
-	case getErr == nil:
-		now = string(rec.State)
-		if rec.State == store.StateClaimed || rec.State == store.StateUnknown {
-			now += " (see `idemgate pending`)"
-		}
-	case !errors.Is(getErr, store.ErrNotFound):
-		now = "unknown: the record could not be read: " + getErr.Error()
-	}
-	return fmt.Sprintf("key %s: %d receipts from %s to %s: %s; now %s", key, len(rs), ts(first), ts(last), strings.Join(parts, ", "), now)
+	return operate.KeySummary(key, rs, rec, getErr)
 }
 
-// effectCell is a receipt's effect as the table shows it: "destructive", or
-// "destructive (hint)" / "(override)" when the name did not decide it.
-func effectCell(r store.Receipt) string {
-	if r.EffectSource == "" || r.EffectSource == store.EffectByName {
-		return r.Effect
-	}
-	return r.Effect + " (" + r.EffectSource + ")"
-}
+func effectCell(r store.Receipt) string { return operate.EffectCell(r) }
 
 func decisionList() string {
 	var s []string

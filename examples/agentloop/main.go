@@ -6,6 +6,7 @@
 //	go run ./examples/agentloop                 # in-process Temporal server, temp SQLite file
 //	go run ./examples/agentloop -v              # and every gate decision, the receipts, the vendors' tallies
 //	go run ./examples/agentloop --json          # the same, as JSON for scripts
+//	go run ./examples/agentloop --console       # and serve the operator's page on the demo's store
 //	go run ./examples/agentloop --temporal-address localhost:7233   # e.g. `temporal server start-dev`
 //	go run ./examples/agentloop --plan plan.json                    # your own scripted plan
 //	go run ./examples/agentloop --llm-base-url http://localhost:11434/v1 --llm-model qwen2.5
@@ -50,6 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	planFile := fs.String("plan", "", "JSON plan file: {\"goal\": ..., \"steps\": [{\"tool\": ..., \"args\": {...}}]} (default: the built-in support scenario)")
 	asJSON := fs.Bool("json", false, "print the report as JSON (every decision, note and receipt)")
 	verbose := fs.Bool("v", false, "print every gate decision as it happens, then the receipts and the vendors' tallies")
+	withConsole := fs.Bool("console", false, "serve the operator's page (idemgate console) on the demo's store while the scenarios run, and until Ctrl-C after them")
 	llmURL := fs.String("llm-base-url", os.Getenv("IDEMGATE_LLM_BASE_URL"), "OpenAI-compatible API root; enables the model planner (off by default)")
 	llmModel := fs.String("llm-model", os.Getenv("IDEMGATE_LLM_MODEL"), "model name for the model planner")
 	llmKeyFile := fs.String("llm-api-key-file", "", "file holding the model planner's API key (default: $OPENAI_API_KEY)")
@@ -94,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*asJSON {
 		cfg.Out, cfg.Verbose = stdout, *verbose
+		// With the operator's page up, the blocked e-mail waits for a person there.
+		cfg.PersonSettles = *withConsole
 		where := "an in-process Temporal server"
 		if cfg.TemporalAddress != "" {
 			where = "Temporal at " + cfg.TemporalAddress
@@ -115,6 +119,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer d.Close()
 	if w := storeopen.PermissionWarning(cfg.Store); w != "" {
 		fmt.Fprintf(stderr, "agentloop: %s\n", w)
+	}
+	if *withConsole {
+		consoleOut := stdout
+		if *asJSON {
+			consoleOut = stderr // the JSON report stays the only thing on stdout
+		}
+		stopConsole, err := serveConsole(d.Store, consoleOut)
+		if err != nil {
+			fmt.Fprintf(stderr, "agentloop: %v\n", err)
+			return 2
+		}
+		defer stopConsole()
+		defer func() { <-ctx.Done() }() // the page stays up after the report until Ctrl-C
 	}
 	report, err := d.Run(ctx)
 	if *asJSON {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/store/sqlite"
 )
 
 func runDemo(t *testing.T, args ...string) (int, string, string) {
@@ -199,5 +203,33 @@ func TestDemoVerboseExplainsEveryLaterAttempt(t *testing.T) {
 	rows := regexp.MustCompile(`(?m)^.*mcp\.shop\.gift_card\s+destructive\s+2\s+ran.*$`).FindAllString(stdout, -1)
 	if len(rows) != 1 || !strings.Contains(rows[0], "the re-send, same key: witness:vendor-dedup answers from its own store") {
 		t.Errorf("the receipt of the gift card's re-send does not say the vendor answered it: %q", rows)
+	}
+}
+
+// --console serves the operator's page on the demo's store and prints its address.
+func TestConsoleFlagServesThePage(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "demo.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out bytes.Buffer
+	stop, err := serveConsole(st, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	addr := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`).FindString(out.String())
+	if addr == "" || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("want one line with the address, got %q", out.String())
+	}
+	res, err := http.Get(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || !strings.Contains(string(body), "Writes waiting on a person") {
+		t.Fatalf("GET %s: %d\n%s", addr, res.StatusCode, body)
 	}
 }

@@ -55,6 +55,11 @@ type Config struct {
 	// Verbose adds to Out a line per gate decision and per scenario step.
 	// Optional: false, the screens only.
 	Verbose bool
+	// PersonSettles leaves the e-mail of scenario 8 for a person to settle (from
+	// the operator's page, --console, or `idemgate resolve`): the demo says which
+	// key waits on Out and goes on once it is settled, instead of settling it
+	// itself. Optional: false, the demo plays the person.
+	PersonSettles bool
 }
 
 // Event is one line of what happened.
