@@ -75,8 +75,10 @@ type Stats struct {
 	Wall      time.Duration
 	Workflows int
 	Calls     int
-	// Closed counts the workflows by their final status.
-	Closed map[string]int
+	// Closed counts the workflows by their final status; Unfinished how many of them
+	// the harness terminated because they still ran at the end of the drain.
+	Closed     map[string]int
+	Unfinished int
 	// Effects is how many side effects the vendors performed; Receipts how many
 	// receipts the store holds.
 	Effects, Receipts int
@@ -259,7 +261,7 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 		tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = cfg.Client.TerminateWorkflow(tctx, id, "", "soak: unfinished at the end of the drain")
 		tcancel()
-		st.Closed["unfinished (terminated)"]++
+		st.Unfinished++
 	}
 	if ctx.Err() != nil {
 		return st, ctx.Err()

@@ -121,6 +121,7 @@ func Markdown(st Stats) string {
 	row("workflows started", fmt.Sprint(st.Workflows))
 	row("tool calls", fmt.Sprint(st.Calls))
 	row("workflows by final status", list(st.Closed))
+	row("of them still running after the drain (terminated by the harness)", fmt.Sprint(st.Unfinished))
 	row("vendor side effects", fmt.Sprint(st.Effects))
 	row("receipts", fmt.Sprint(st.Receipts))
 	row("faults injected", list(st.Faults))
