@@ -58,6 +58,11 @@ type Config struct {
 	Nemesis bool
 	// Broken runs a broken variant ("" for the real gate).
 	Broken string
+	// PGCtl, with Store "postgres", lets the nemesis restart the PostgreSQL server in
+	// immediate mode (a crash: no checkpoint, connections cut): the pg_ctl wrapper
+	// scripts/with-postgres.sh exports as IDEMGATE_PG_CTL. Only for a server nothing
+	// else uses at the time.
+	PGCtl string
 	// Bin is the worker binary (BuildWorker); Dir holds the SQLite file.
 	Bin, Dir string
 	// HostPort, Namespace and Client reach the Temporal server.
@@ -131,6 +136,7 @@ type run struct {
 	st    storeopen.Store
 	spec  faults.WorkerSpec
 	tag   string
+	proxy *proxy // between the workers and PostgreSQL (nil for SQLite)
 
 	mu      sync.Mutex
 	procs   []*faults.Proc
@@ -188,14 +194,23 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 		if cfg.PostgresDSN == "" {
 			return st, errors.New("idemgate/integration/soak: -store postgres needs IDEMGATE_POSTGRES_DSN")
 		}
-		spec.Store = cfg.PostgresDSN
+		p, dsn, err := proxyDSN(cfg.PostgresDSN)
+		if err != nil {
+			return st, err
+		}
+		defer p.Close()
+		r.proxy, spec.Store = p, dsn
 	default:
 		return st, fmt.Errorf("idemgate/integration/soak: unknown store %q (sqlite or postgres)", cfg.Store)
 	}
 	r.spec = spec
 	// The harness's own handle: it creates the schema before the workers open it,
 	// and is the operator's (pauses, settlements) and the checker's reader.
-	r.st, err = storeopen.Open(ctx, spec.Store)
+	own := spec.Store
+	if cfg.Store == "postgres" {
+		own = cfg.PostgresDSN // not through the proxy
+	}
+	r.st, err = storeopen.Open(ctx, own)
 	if err != nil {
 		return st, err
 	}
@@ -246,9 +261,11 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.Drain)
+	// With the nemesis stopped nothing reopens a closed workflow: poll only the open ones.
+	open := r.open(dctx, r.ids)
 	for dctx.Err() == nil {
 		r.settle(dctx)
-		if len(r.open(dctx)) == 0 {
+		if open = r.open(dctx, open); len(open) == 0 {
 			break
 		}
 		select {
@@ -257,7 +274,7 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 		}
 	}
 	cancel()
-	for _, id := range r.open(ctx) {
+	for _, id := range r.open(ctx, open) {
 		tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = cfg.Client.TerminateWorkflow(tctx, id, "", "soak: unfinished at the end of the drain")
 		tcancel()
@@ -344,11 +361,8 @@ func (r *run) workload(ctx context.Context) {
 	}
 }
 
-// open lists the workflows whose latest run is still running.
-func (r *run) open(ctx context.Context) []string {
-	r.mu.Lock()
-	ids := slices.Clone(r.ids)
-	r.mu.Unlock()
+// open lists those of ids whose latest run is still running (or cannot be described).
+func (r *run) open(ctx context.Context, ids []string) []string {
 	var out []string
 	for _, id := range ids {
 		d, err := r.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
@@ -374,6 +388,20 @@ func (r *run) nemesis(ctx context.Context) {
 		{"pause", 10, func() { r.pause(ctx, rng) }},
 		{"settle", 15, func() { r.settle(ctx) }},
 		{"skew", 10, func() { r.skew(ctx, rng) }},
+	}
+	if r.proxy != nil {
+		actions = append(actions,
+			action{"drop store connections", 5, func() {
+				r.proxy.Drop()
+				r.count("store connections dropped")
+			}},
+			action{"delay store connections", 5, func() {
+				r.proxy.Delay(time.Duration(20+rng.IntN(280))*time.Millisecond, time.Duration(2000+rng.IntN(3000))*time.Millisecond)
+				r.count("store connections delayed")
+			}})
+	}
+	if r.cfg.PGCtl != "" && r.cfg.Store == "postgres" {
+		actions = append(actions, action{"postgres restart", 5, func() { r.restartPostgres(ctx) }})
 	}
 	total := 0
 	for _, a := range actions {
@@ -421,6 +449,17 @@ func (r *run) restart(ctx context.Context, rng *rand.Rand, kill bool) {
 	if err := r.startWorker(context.WithoutCancel(ctx), i, nil); err != nil {
 		r.logf("restart worker %d: %v", i, err)
 	}
+}
+
+// restartPostgres restarts the PostgreSQL server in immediate mode.
+func (r *run) restartPostgres(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
+	defer cancel()
+	if b, err := exec.CommandContext(cctx, r.cfg.PGCtl, "-m", "immediate", "restart").CombinedOutput(); err != nil {
+		r.logf("restart PostgreSQL: %v\n%s", err, b)
+		return
+	}
+	r.count("postgres restart (immediate)")
 }
 
 // skew restarts a random worker with its gate's clock off by up to ±1.5 s (inside

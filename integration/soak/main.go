@@ -46,6 +46,7 @@ func cli() int {
 	inflight := flag.Int("inflight", 6, "workflows running at once")
 	nemesis := flag.Bool("nemesis", true, "inject faults")
 	broken := flag.String("broken", "", "run a broken variant the checker must catch: passthrough or forget")
+	pgRestart := flag.Bool("pg-restart", true, "with -store postgres and IDEMGATE_PG_CTL (scripts/with-postgres.sh), the nemesis restarts PostgreSQL in immediate mode")
 	flag.Parse()
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "soak: "+format+"\n", args...) }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -77,6 +78,9 @@ func cli() int {
 		}
 		defer drop()
 		cfg.PostgresDSN = d
+		if *pgRestart {
+			cfg.PGCtl = os.Getenv("IDEMGATE_PG_CTL")
+		}
 	}
 	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	server := "in-process Temporal server (temporaltest)"
