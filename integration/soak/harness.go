@@ -138,12 +138,11 @@ type run struct {
 	tag   string
 	proxy *proxy // between the workers and PostgreSQL (nil for SQLite)
 
-	mu      sync.Mutex
-	procs   []*faults.Proc
-	calls   []soakwf.Call
-	ids     []string
-	faults  map[string]int
-	pausedN int
+	mu     sync.Mutex
+	procs  []*faults.Proc
+	calls  []soakwf.Call
+	ids    []string
+	faults map[string]int
 }
 
 func (r *run) logf(format string, args ...any) {

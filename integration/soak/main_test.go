@@ -101,7 +101,10 @@ func soak(t *testing.T, cfg Config) Stats {
 }
 
 // The real gate under the nemesis, on SQLite and (when IDEMGATE_POSTGRES_DSN is set)
-// PostgreSQL side by side: no violation.
+// PostgreSQL side by side: no violation. Each run is bounded by a context (soak), and
+// the runs and the broken variants' run at once, so the package's wall time is that
+// of one run: the duration (2 minutes in CI), the drain (at most 1 minute) and the
+// start.
 func TestSoak(t *testing.T) {
 	d := duration(t)
 	for _, name := range []string{"sqlite", "postgres"} {
@@ -126,6 +129,7 @@ func TestSoak(t *testing.T) {
 // brokenRun runs a broken variant for a short while and returns the violations of kind.
 func brokenRun(t *testing.T, broken, kind string) []Violation {
 	cfg := env(t)
+	t.Parallel() // beside TestSoak: the package's wall time stays that of the longest run
 	cfg.Broken, cfg.Duration, cfg.Seed, cfg.Nemesis = broken, 15*time.Second, seed(), true
 	cfg.Drain = 20 * time.Second // a broken variant's stuck workflows need not finish
 	st := soak(t, cfg)
