@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -87,8 +86,10 @@ type Stats struct {
 	// Effects is how many side effects the vendors performed; Receipts how many
 	// receipts the store holds.
 	Effects, Receipts int
-	// Faults counts what the nemesis did, by kind.
+	// Faults counts what the nemesis did, by kind; Workload the calls and workflows
+	// of each feature (local activities, child workflows, continue-as-new).
 	Faults     map[string]int
+	Workload   map[string]int
 	Violations []Violation
 }
 
@@ -274,6 +275,20 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 	}
 	cancel()
 	for _, id := range r.open(ctx, open) {
+		if d, err := cfg.Client.DescribeWorkflowExecution(ctx, id, ""); err == nil {
+			var pend []string
+			for _, pa := range d.PendingActivities {
+				why := ""
+				if f := pa.LastFailure; f != nil {
+					why = f.Message
+					if len(why) > 200 {
+						why = why[:200] + "…"
+					}
+				}
+				pend = append(pend, fmt.Sprintf("%s attempt %d (%s)", pa.ActivityType.GetName(), pa.Attempt, why))
+			}
+			r.logf("%s still running after the drain; pending activities: %v; children: %d", id, pend, len(d.PendingChildren))
+		}
 		tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = cfg.Client.TerminateWorkflow(tctx, id, "", "soak: unfinished at the end of the drain")
 		tcancel()
@@ -291,7 +306,14 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 		st.Closed[rn.Status]++
 	}
 	st.Workflows, st.Calls, st.Effects, st.Receipts = len(r.ids), len(r.calls), len(in.Ledger), len(in.Receipts)
-	st.Faults = maps.Clone(r.faults)
+	st.Faults, st.Workload = map[string]int{}, map[string]int{}
+	for k, n := range r.faults {
+		if w, ok := strings.CutPrefix(k, "workload: "); ok {
+			st.Workload[w] = n
+		} else {
+			st.Faults[k] = n
+		}
+	}
 	st.Violations = Check(in)
 	st.Wall = time.Since(start)
 	return st, nil
@@ -331,13 +353,7 @@ func (r *run) workload(ctx context.Context) {
 		for len(running) < r.cfg.InFlight && ctx.Err() == nil {
 			wf := r.tag + "w" + strconv.Itoa(n)
 			n++
-			in := soakwf.Input{}
-			for i := range 2 + rng.IntN(5) {
-				t := tools[rng.IntN(len(tools))]
-				tok := "tk-" + wf + "-" + strconv.Itoa(i)
-				args, _ := json.Marshal(t.args(tok, rng))
-				in.Calls = append(in.Calls, soakwf.Call{Token: tok, Tool: t.name, Effect: t.effect, Args: args})
-			}
+			in := r.agentInput(rng, wf)
 			id := "soak-" + wf
 			_, err := r.cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: r.spec.Queue,
 				WorkflowRunTimeout: 20 * time.Minute}, soakwf.Agent, in)
@@ -358,6 +374,38 @@ func (r *run) workload(ctx context.Context) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// agentInput draws a workflow's calls: 2–6 random tools, a quarter of them (of the
+// tools that have a local form) as local activities; in a quarter of the workflows a
+// run of calls in a child workflow, in another quarter continue-as-new every 1–3 calls.
+func (r *run) agentInput(rng *rand.Rand, wf string) soakwf.Input {
+	var in soakwf.Input
+	n := 2 + rng.IntN(5)
+	for i := range n {
+		t := tools[rng.IntN(len(tools))]
+		tok := "tk-" + wf + "-" + strconv.Itoa(i)
+		args, _ := json.Marshal(t.args(tok, rng))
+		c := soakwf.Call{Token: tok, Tool: t.name, Effect: t.effect, Args: args}
+		if t.name != "SearchDocs" && rng.IntN(4) == 0 {
+			c.Local = true
+			r.count("workload: local activity")
+		}
+		in.Calls = append(in.Calls, c)
+	}
+	switch rng.IntN(4) {
+	case 0:
+		from := rng.IntN(n)
+		to := from + 1 + rng.IntN(n-from)
+		for i := from; i < to; i++ {
+			in.Calls[i].Child = true
+		}
+		r.count("workload: child workflow")
+	case 1:
+		in.ContinueAfter = 1 + rng.IntN(3)
+		r.count("workload: continue-as-new")
+	}
+	return in
 }
 
 // open lists those of ids whose latest run is still running (or cannot be described).

@@ -124,6 +124,7 @@ func Markdown(st Stats) string {
 	row("duration (wall, with the drain)", fmt.Sprintf("%s (%s)", st.Duration, st.Wall.Round(time.Second)))
 	row("workflows started", fmt.Sprint(st.Workflows))
 	row("tool calls", fmt.Sprint(st.Calls))
+	row("of them with a feature", list(st.Workload))
 	row("workflows by final status", list(st.Closed))
 	row("of them still running after the drain (terminated by the harness)", fmt.Sprint(st.Unfinished))
 	row("vendor side effects", fmt.Sprint(st.Effects))
