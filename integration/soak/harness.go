@@ -33,8 +33,11 @@ import (
 
 // Broken variants the checker must catch (Config.Broken).
 const (
-	// BrokenPassThrough: the workers run no interceptor (the gate in pass-through mode).
+	// BrokenPassThrough: the workers' gate classifies every tool read (the gate in
+	// pass-through mode: keys minted and forwarded, nothing claimed).
 	BrokenPassThrough = "passthrough"
+	// BrokenBare: the workers run no interceptor at all.
+	BrokenBare = "bare"
 	// BrokenForget: the workers' store forgets completions (Complete stores nothing).
 	BrokenForget = "forget"
 )
@@ -183,9 +186,15 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 	defer lookup.Close()
 	r := &run{cfg: cfg, world: world, faults: map[string]int{}, tag: strconv.FormatUint(cfg.Seed, 36) + "x" + uuid.NewString()[:4]}
 	spec := faults.WorkerSpec{Bin: cfg.Bin, HostPort: cfg.HostPort, Namespace: cfg.Namespace, Queue: "soak-" + r.tag,
-		World: world, PaymentsLookup: lookupURL, HoldUnknown: time.Second, Bare: cfg.Broken == BrokenPassThrough}
-	if cfg.Broken == BrokenForget {
+		World: world, PaymentsLookup: lookupURL, HoldUnknown: time.Second, Bare: cfg.Broken == BrokenBare}
+	switch cfg.Broken {
+	case "", BrokenBare:
+	case BrokenForget:
 		spec.Args = []string{"--forget-completions"}
+	case BrokenPassThrough:
+		spec.Args = []string{"--all-read"}
+	default:
+		return st, fmt.Errorf("idemgate/integration/soak: unknown broken variant %q (passthrough, bare or forget)", cfg.Broken)
 	}
 	switch cfg.Store {
 	case "sqlite":

@@ -45,7 +45,7 @@ func cli() int {
 	workers := flag.Int("workers", 3, "worker processes")
 	inflight := flag.Int("inflight", 6, "workflows running at once")
 	nemesis := flag.Bool("nemesis", true, "inject faults")
-	broken := flag.String("broken", "", "run a broken variant the checker must catch: passthrough or forget")
+	broken := flag.String("broken", "", "run a broken variant the checker must catch: passthrough (every tool classified read), bare (no interceptor) or forget (Complete stores nothing)")
 	pgRestart := flag.Bool("pg-restart", true, "with -store postgres and IDEMGATE_PG_CTL (scripts/with-postgres.sh), the nemesis restarts PostgreSQL in immediate mode")
 	flag.Parse()
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "soak: "+format+"\n", args...) }

@@ -145,8 +145,9 @@ func brokenRun(t *testing.T, broken, kind string) []Violation {
 	return out
 }
 
-// The gate in pass-through mode (no interceptor): the vendors' effects have no claim
-// receipts, and the checker says so within seconds.
+// The gate in pass-through mode (every tool classified read: keys minted and
+// forwarded, nothing claimed): the vendors' effects have no claim receipts, and the
+// checker says so within seconds.
 func TestSoakCatchesPassThrough(t *testing.T) {
 	vs := brokenRun(t, BrokenPassThrough, KindReceiptLost)
 	if !strings.Contains(vs[0].Detail, "has no claim receipt") {

@@ -7,8 +7,9 @@
 //     machine's, for skew within Options.ClockSkew;
 //   - --forget-completions: a broken store whose Complete stores nothing (the
 //     checker must catch it: see TestSoakCatchesAForgetfulStore);
-//   - --gate=false: no interceptor at all, the gate in pass-through mode (the
-//     checker must catch it too).
+//   - --all-read: the gate classifies every tool read, the gate in pass-through
+//     mode (the checker must catch it too: TestSoakCatchesPassThrough); --gate=false
+//     runs no interceptor at all.
 //
 // SIGTERM stops it gracefully; the harness SIGKILLs it at random.
 package main
@@ -57,6 +58,7 @@ func run() int {
 	hold := flag.Duration("hold-unknown", 0, "Options.HoldUnknown")
 	offset := flag.Duration("clock-offset", 0, "the gate's clock runs this far ahead of the machine's (negative: behind)")
 	forget := flag.Bool("forget-completions", false, "a broken store whose Complete stores nothing")
+	allRead := flag.Bool("all-read", false, "the gate classifies every tool read: a pass-through gate (a broken variant)")
 	_ = flag.String("cpuprofile", "", "accepted for the fault harness's StartWorker; unused")
 	var ep activities.Endpoints
 	flag.StringVar(&ep.Docs, "docs-url", "", "")
@@ -101,6 +103,12 @@ func run() int {
 		}
 		opts := activities.GateOptions(gst)
 		opts.HoldUnknown = *hold
+		if *allRead {
+			opts.Effects = map[string]interceptor.Effect{}
+			for _, n := range activities.Names() {
+				opts.Effects[n] = interceptor.Read
+			}
+		}
 		if *offset != 0 {
 			off := *offset
 			opts.Now = func() time.Time { return time.Now().Add(off) }
