@@ -352,7 +352,20 @@ func (r *run) workload(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 1))
 	running := map[string]bool{}
 	n := 0
+	start, lastLog := time.Now(), time.Now()
 	for ctx.Err() == nil {
+		if time.Since(lastLog) >= time.Minute {
+			lastLog = time.Now()
+			r.mu.Lock()
+			faults := 0
+			for k, c := range r.faults {
+				if !strings.HasPrefix(k, "workload: ") {
+					faults += c
+				}
+			}
+			r.mu.Unlock()
+			r.logf("%s: %d workflows started, %d faults injected", time.Since(start).Round(time.Second), n, faults)
+		}
 		for id := range running {
 			d, err := r.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
 			if err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
