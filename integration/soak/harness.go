@@ -70,18 +70,26 @@ type Config struct {
 	// HostPort, Namespace and Client reach the Temporal server.
 	HostPort, Namespace string
 	Client              client.Client
-	// Log, when set, gets progress lines.
-	Log io.Writer
+	// Log, when set, gets progress lines; with Verbose, also each fault with its time
+	// (to line a violation's history up with the faults around it).
+	Log     io.Writer
+	Verbose bool
+	// Only, when set, limits the nemesis to the actions named (kill, stop, reset,
+	// pause, settle, skew, drop, delay, pgrestart).
+	Only []string
+	// Durability is the workers' store durability ("claim", the default, or "strict").
+	Durability string
 }
 
 // Stats is what a run did and found.
 type Stats struct {
-	Seed      uint64
-	Store     string
-	Duration  time.Duration
-	Wall      time.Duration
-	Workflows int
-	Calls     int
+	Seed       uint64
+	Store      string
+	Durability string
+	Duration   time.Duration
+	Wall       time.Duration
+	Workflows  int
+	Calls      int
 	// Closed counts the workflows by their final status; Unfinished how many of them
 	// the harness terminated because they still ran at the end of the drain.
 	Closed     map[string]int
@@ -159,6 +167,9 @@ func (r *run) count(kind string) {
 	r.mu.Lock()
 	r.faults[kind]++
 	r.mu.Unlock()
+	if !strings.HasPrefix(kind, "workload: ") && r.cfg.Verbose {
+		r.logf("%s %s", time.Now().UTC().Format("15:04:05.000"), kind)
+	}
 }
 
 // Soak runs the workload (and the nemesis) for cfg.Duration, drains, and checks.
@@ -173,7 +184,10 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 	if cfg.Drain == 0 {
 		cfg.Drain = 90 * time.Second
 	}
-	st := Stats{Seed: cfg.Seed, Store: cfg.Store, Duration: cfg.Duration, Closed: map[string]int{}}
+	if cfg.Durability == "" {
+		cfg.Durability = "claim"
+	}
+	st := Stats{Seed: cfg.Seed, Store: cfg.Store, Durability: cfg.Durability, Duration: cfg.Duration, Closed: map[string]int{}}
 	world, err := vendorsim.Start()
 	if err != nil {
 		return st, err
@@ -186,7 +200,8 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 	defer lookup.Close()
 	r := &run{cfg: cfg, world: world, faults: map[string]int{}, tag: strconv.FormatUint(cfg.Seed, 36) + "x" + uuid.NewString()[:4]}
 	spec := faults.WorkerSpec{Bin: cfg.Bin, HostPort: cfg.HostPort, Namespace: cfg.Namespace, Queue: "soak-" + r.tag,
-		World: world, PaymentsLookup: lookupURL, HoldUnknown: time.Second, Bare: cfg.Broken == BrokenBare}
+		World: world, PaymentsLookup: lookupURL, HoldUnknown: time.Second, Bare: cfg.Broken == BrokenBare,
+		Durability: cfg.Durability}
 	switch cfg.Broken {
 	case "", BrokenBare:
 	case BrokenForget:
@@ -460,17 +475,23 @@ func (r *run) nemesis(ctx context.Context) {
 	}
 	if r.proxy != nil {
 		actions = append(actions,
-			action{"drop store connections", 5, func() {
+			action{"drop", 5, func() {
 				r.proxy.Drop()
 				r.count("store connections dropped")
 			}},
-			action{"delay store connections", 5, func() {
+			action{"delay", 5, func() {
 				r.proxy.Delay(time.Duration(20+rng.IntN(280))*time.Millisecond, time.Duration(2000+rng.IntN(3000))*time.Millisecond)
 				r.count("store connections delayed")
 			}})
 	}
 	if r.cfg.PGCtl != "" && r.cfg.Store == "postgres" {
-		actions = append(actions, action{"postgres restart", 5, func() { r.restartPostgres(ctx) }})
+		actions = append(actions, action{"pgrestart", 5, func() { r.restartPostgres(ctx) }})
+	}
+	if len(r.cfg.Only) > 0 {
+		actions = slices.DeleteFunc(actions, func(a action) bool { return !slices.Contains(r.cfg.Only, a.name) })
+	}
+	if len(actions) == 0 {
+		return
 	}
 	total := 0
 	for _, a := range actions {

@@ -47,6 +47,9 @@ func cli() int {
 	nemesis := flag.Bool("nemesis", true, "inject faults")
 	broken := flag.String("broken", "", "run a broken variant the checker must catch: passthrough (every tool classified read), bare (no interceptor) or forget (Complete stores nothing)")
 	pgRestart := flag.Bool("pg-restart", true, "with -store postgres and IDEMGATE_PG_CTL (scripts/with-postgres.sh), the nemesis restarts PostgreSQL in immediate mode")
+	durability := flag.String("durability", "claim", "the workers' store durability: claim or strict")
+	verbose := flag.Bool("v", false, "log every fault with its time")
+	only := flag.String("only", "", "limit the nemesis to these actions (comma-separated: kill, stop, reset, pause, settle, skew, drop, delay, pgrestart)")
 	flag.Parse()
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "soak: "+format+"\n", args...) }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -64,7 +67,10 @@ func cli() int {
 		return 2
 	}
 	cfg := Config{Duration: *duration, Drain: *drain, Seed: *seed, Store: *storeName, Workers: *workers, InFlight: *inflight,
-		Nemesis: *nemesis, Broken: *broken, Bin: bin, Dir: dir, Log: os.Stderr}
+		Nemesis: *nemesis, Broken: *broken, Bin: bin, Dir: dir, Log: os.Stderr, Verbose: *verbose, Durability: *durability}
+	if *only != "" {
+		cfg.Only = strings.Split(*only, ",")
+	}
 	if cfg.Store == "postgres" {
 		dsn := os.Getenv("IDEMGATE_POSTGRES_DSN")
 		if dsn == "" {
@@ -120,7 +126,7 @@ func Markdown(st Stats) string {
 	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, v) }
 	b.WriteString("| | |\n|---|---|\n")
 	row("seed", fmt.Sprint(st.Seed))
-	row("store", st.Store)
+	row("store", st.Store+" (durability "+st.Durability+")")
 	row("duration (wall, with the drain)", fmt.Sprintf("%s (%s)", st.Duration, st.Wall.Round(time.Second)))
 	row("workflows started", fmt.Sprint(st.Workflows))
 	row("tool calls", fmt.Sprint(st.Calls))
