@@ -74,6 +74,8 @@ type Config struct {
 	// (to line a violation's history up with the faults around it).
 	Log     io.Writer
 	Verbose bool
+	// LocalScheduleToClose is the workload's soakwf.Input.LocalScheduleToClose.
+	LocalScheduleToClose time.Duration
 	// Only, when set, limits the nemesis to the actions named (kill, stop, reset,
 	// pause, settle, skew, drop, delay, pgrestart).
 	Only []string
@@ -417,7 +419,7 @@ func (r *run) workload(ctx context.Context) {
 // tools that have a local form) as local activities; in a quarter of the workflows a
 // run of calls in a child workflow, in another quarter continue-as-new every 1–3 calls.
 func (r *run) agentInput(rng *rand.Rand, wf string) soakwf.Input {
-	var in soakwf.Input
+	in := soakwf.Input{LocalScheduleToClose: r.cfg.LocalScheduleToClose}
 	n := 2 + rng.IntN(5)
 	for i := range n {
 		t := tools[rng.IntN(len(tools))]

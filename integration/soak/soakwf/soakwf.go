@@ -38,6 +38,10 @@ type Input struct {
 	// MaxAttempts bounds each call's attempts (0: 30): a held refusal's last attempt
 	// ends the call with the refusal (non-retryable, with the withheld call).
 	MaxAttempts int32 `json:"max_attempts,omitempty"`
+	// LocalScheduleToClose bounds a local activity's attempts with their retries (0:
+	// 2 minutes; negative: unset, the SDK's default, which is the start-to-close
+	// timeout: no retry later than that).
+	LocalScheduleToClose time.Duration `json:"local_schedule_to_close,omitempty"`
 	// ContinueAfter continues as new after this many calls of one run (0: never);
 	// Done carries the outcomes of the runs before.
 	ContinueAfter int       `json:"continue_after,omitempty"`
@@ -88,8 +92,15 @@ func Agent(ctx workflow.Context, in Input) (Result, error) {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
 			MaximumInterval: 2 * time.Second, MaximumAttempts: attempts},
 	})
+	l2c := in.LocalScheduleToClose
+	switch {
+	case l2c == 0:
+		l2c = 2 * time.Minute
+	case l2c < 0:
+		l2c = 0
+	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: timeout,
+		StartToCloseTimeout: timeout, ScheduleToCloseTimeout: l2c,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
 			MaximumInterval: 2 * time.Second, MaximumAttempts: attempts},
 	})
@@ -107,7 +118,7 @@ func Agent(ctx workflow.Context, in Input) (Result, error) {
 			for j < len(in.Calls) && in.Calls[j].Child {
 				j++
 			}
-			child := Input{Timeout: in.Timeout, MaxAttempts: in.MaxAttempts}
+			child := Input{Timeout: in.Timeout, MaxAttempts: in.MaxAttempts, LocalScheduleToClose: in.LocalScheduleToClose}
 			for _, cc := range in.Calls[i:j] {
 				cc.Child = false
 				child.Calls = append(child.Calls, cc)
