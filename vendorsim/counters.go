@@ -1,7 +1,9 @@
 package vendorsim
 
 import (
+	"encoding/json"
 	"slices"
+	"time"
 )
 
 // Effects returns how many side effects were performed for key.
@@ -69,8 +71,38 @@ func (v *Vendor) Record(id string) (map[string]any, bool) {
 	return out, true
 }
 
-func (v *Vendor) performed(key string) {
+// Entry is one side effect a vendor performed: a line of its ledger.
+type Entry struct {
+	// Seq numbers the vendor's entries from 1, in the order performed.
+	Seq int `json:"seq"`
+	// Vendor is the vendor's name.
+	Vendor string `json:"vendor"`
+	// Key is what the effect is counted under (Effects): the Idempotency-Key as the
+	// vendor received it for a keyed vendor, the message fingerprint ("msg:…") for
+	// an unkeyed one, the contact's e-mail for the CRM's PUT.
+	Key string `json:"key"`
+	// Keyed: Key is an idempotency key the request carried.
+	Keyed bool `json:"keyed,omitempty"`
+	// Path is the request's path; Body its JSON body, as received.
+	Path string          `json:"path"`
+	Body json.RawMessage `json:"body,omitempty"`
+	// RecordID names the record the effect produced or changed ("" for none).
+	RecordID string    `json:"record_id,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+// Ledger returns a copy of every side effect the vendor performed, in order: what
+// a checker compares with what the callers were told.
+func (v *Vendor) Ledger() []Entry {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.ledger)
+}
+
+func (v *Vendor) performed(key string, keyed bool, path string, body []byte, recordID string) {
 	v.mu.Lock()
 	v.effects[key]++
+	v.ledger = append(v.ledger, Entry{Seq: len(v.ledger) + 1, Vendor: v.Name, Key: key, Keyed: keyed, Path: path,
+		Body: json.RawMessage(slices.Clone(body)), RecordID: recordID, Time: time.Now()})
 	v.mu.Unlock()
 }

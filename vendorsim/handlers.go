@@ -36,7 +36,7 @@ func (v *Vendor) getCustomer(w http.ResponseWriter, r *http.Request) {
 // upsertContact is idempotent by nature: PUT the whole contact under its e-mail.
 func (v *Vendor) upsertContact(w http.ResponseWriter, r *http.Request) {
 	email := r.PathValue("email")
-	_, body, ok := readJSON(w, r)
+	raw, body, ok := readJSON(w, r)
 	if !ok {
 		return
 	}
@@ -56,7 +56,7 @@ func (v *Vendor) upsertContact(w http.ResponseWriter, r *http.Request) {
 	rec["version"] = float64(version)
 	v.records[email] = rec
 	v.mu.Unlock()
-	v.performed(email)
+	v.performed(email, false, r.URL.Path, raw, email)
 	v.runBeforeAnswer(email)
 	writeJSON(w, 200, mustJSON(rec))
 }

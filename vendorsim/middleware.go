@@ -92,7 +92,7 @@ func (v *Vendor) keyed(h handler) http.HandlerFunc {
 		}
 		v.mu.Unlock()
 		if status < 300 {
-			v.performed(key)
+			v.performed(key, true, r.URL.Path, raw, id)
 			v.runBeforeAnswer(key)
 		}
 		writeJSON(w, status, out)
@@ -106,11 +106,11 @@ func (v *Vendor) unkeyed(h handler) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		status, answer, _ := h(r, body)
+		status, answer, id := h(r, body)
 		out, _ := json.Marshal(answer)
 		if status < 300 {
 			fp := "msg:" + sha(raw)[:16]
-			v.performed(fp)
+			v.performed(fp, false, r.URL.Path, raw, id)
 			v.runBeforeAnswer(fp)
 		}
 		writeJSON(w, status, out)

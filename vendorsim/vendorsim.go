@@ -46,6 +46,7 @@ type Vendor struct {
 	beforeLookup func(w http.ResponseWriter, r *http.Request) bool
 	lookups      int
 	effects      map[string]int
+	ledger       []Entry
 	replays      map[string]int
 	idem         map[string]*stored
 	records      map[string]map[string]any // contacts by e-mail, tickets, charges by id

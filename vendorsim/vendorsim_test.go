@@ -188,3 +188,28 @@ func TestKeyedVendorsAnswerALookupByKey(t *testing.T) {
 		t.Fatalf("ticket lookup: %d %s", s, b)
 	}
 }
+
+// The ledger holds one line per side effect, with the key it is counted under and
+// the body as received; a replay and a refused request add none.
+func TestLedgerLinesPerEffect(t *testing.T) {
+	w, err := vendorsim.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	charge := `{"customer":"cus_L","amount":100,"currency":"eur"}`
+	post(t, w.Payments.URL+"/v1/charges", "k-L", charge)
+	post(t, w.Payments.URL+"/v1/charges", "k-L", charge) // replayed
+	post(t, w.Payments.URL+"/v1/charges", "", charge)    // refused: no key
+	mail := `{"to":"a@example.com","subject":"s","body":"b"}`
+	post(t, w.Email.URL+"/v3/mail/send", "", mail)
+	post(t, w.Email.URL+"/v3/mail/send", "", mail)
+	pl, el := w.Payments.Ledger(), w.Email.Ledger()
+	if len(pl) != 1 || pl[0].Key != "k-L" || !pl[0].Keyed || string(pl[0].Body) != charge || pl[0].RecordID == "" || pl[0].Seq != 1 {
+		t.Fatalf("payments ledger: %+v", pl)
+	}
+	if len(el) != 2 || el[0].Key != el[1].Key || el[0].Keyed || string(el[1].Body) != mail || el[1].Seq != 2 ||
+		el[0].RecordID == el[1].RecordID || w.Email.Effects(el[0].Key) != 2 {
+		t.Fatalf("email ledger: %+v", el)
+	}
+}

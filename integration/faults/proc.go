@@ -71,6 +71,9 @@ type WorkerSpec struct {
 	PaymentsLookup string
 	// HoldUnknown is the gate's Options.HoldUnknown (0: refuse an unknown outcome for good).
 	HoldUnknown time.Duration
+	// Args are more flags, for a sibling worker binary that takes these and its own
+	// (integration/soak/workerproc).
+	Args []string
 }
 
 // StartWorker starts a worker process.
@@ -92,6 +95,7 @@ func StartWorker(s WorkerSpec) (*Proc, error) {
 	if s.HoldUnknown > 0 {
 		args = append(args, "--hold-unknown", s.HoldUnknown.String())
 	}
+	args = append(args, s.Args...)
 	p := &Proc{lines: make(chan string, 64), done: make(chan struct{})}
 	p.cmd = exec.Command(s.Bin, args...)
 	env := make([]string, 0, len(os.Environ())+1)

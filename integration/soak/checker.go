@@ -1,0 +1,428 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/integration/soak/soakwf"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/vendorsim"
+)
+
+// The kinds of violation the checker reports (Violation.Kind).
+const (
+	// KindDestructiveTwice: a destructive call's effect happened more than once.
+	KindDestructiveTwice = "destructive-twice"
+	// KindIdempotentTwoKeys: one idempotent call was claimed or sent under two keys.
+	KindIdempotentTwoKeys = "idempotent-two-keys"
+	// KindEffects: a completed workflow's call did not have the effect its outcome
+	// says (done but no effect, or a result that is not the vendor's record), or is
+	// missing from the result.
+	KindEffects = "effects-differ"
+	// KindRefusal: a refusal without its withheld call or without a reason.
+	KindRefusal = "refusal-incomplete"
+	// KindReceiptLost: a vendor effect without a claim receipt for its key, or a call
+	// reported done without the receipt of its completion.
+	KindReceiptLost = "receipt-lost"
+	// KindReplayOtherArgs: a stored result returned to a call with other arguments.
+	KindReplayOtherArgs = "replay-other-args"
+	// KindPendingSettleable: a record still blocks its key although a witness could
+	// have settled it (its activity has a witness, the owner is gone past NotSentFrom).
+	KindPendingSettleable = "pending-settleable"
+)
+
+// Kinds lists every kind, in the order Check looks.
+var Kinds = []string{KindDestructiveTwice, KindIdempotentTwoKeys, KindEffects, KindRefusal, KindReceiptLost,
+	KindReplayOtherArgs, KindPendingSettleable}
+
+// Run is the last run of one workflow ID, as Temporal reports it.
+type Run struct {
+	WorkflowID string
+	RunID      string
+	// Status is "completed", "failed", "terminated", "timed-out", "canceled",
+	// "continued-as-new" or "running".
+	Status string
+	// Result is the completed run's result (nil otherwise).
+	Result *soakwf.Result
+}
+
+// Input is everything the checker reads: what the workload asked, what the vendors
+// did, what the store recorded and what Temporal says the workflows returned.
+type Input struct {
+	Seed     uint64
+	Calls    []soakwf.Call
+	Ledger   []vendorsim.Entry
+	Receipts []store.Receipt
+	Records  []store.Record
+	Runs     []Run
+	// Witnessed names the activities that have a witness (a vendor lookup by key).
+	Witnessed map[string]bool
+	// Now is when the records were read; Grace is how long past NotSentFrom a
+	// witnessed record may still block (the retry that asks the witness, the operator's
+	// round).
+	Now   time.Time
+	Grace time.Duration
+}
+
+// Violation is one broken invariant, with the history that shows it.
+type Violation struct {
+	Kind   string
+	Token  string
+	Key    string
+	Detail string
+	// History is the minimal history of the call: its receipts and ledger entries.
+	History string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s: call %s key %s: %s\n%s", v.Kind, orDash(v.Token), orDash(v.Key), v.Detail, v.History)
+}
+
+// Report prints the violations with the seed that replays the run.
+func Report(seed uint64, vs []Violation) string {
+	if len(vs) == 0 {
+		return fmt.Sprintf("seed %d: no violations\n", seed)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d violations (replay: go run ./integration/soak -seed %d)\n", seed, len(vs), seed)
+	for _, v := range vs {
+		b.WriteString(v.String())
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// CountByKind counts violations per kind.
+func CountByKind(vs []Violation) map[string]int {
+	m := map[string]int{}
+	for _, v := range vs {
+		m[v.Kind]++
+	}
+	return m
+}
+
+var tokenRE = regexp.MustCompile(`tk-[0-9a-z]+-[0-9]+`)
+
+// tokenIn returns the call token found in b ("" for none).
+func tokenIn(b ...[]byte) string {
+	for _, x := range b {
+		if t := tokenRE.Find(x); t != nil {
+			return string(t)
+		}
+	}
+	return ""
+}
+
+// view indexes the input.
+type view struct {
+	in        Input
+	calls     map[string]soakwf.Call
+	effects   map[string][]vendorsim.Entry // by token
+	receipts  map[string][]store.Receipt   // by key, in ID order
+	records   map[string]store.Record      // by key
+	keys      map[string]map[string]bool   // token → keys it was claimed or sent under
+	tokenOf   map[string]string            // key → token
+	byKeyLine map[string][]vendorsim.Entry // keyed ledger entries by key
+}
+
+func index(in Input) *view {
+	v := &view{in: in, calls: map[string]soakwf.Call{}, effects: map[string][]vendorsim.Entry{},
+		receipts: map[string][]store.Receipt{}, records: map[string]store.Record{}, keys: map[string]map[string]bool{},
+		tokenOf: map[string]string{}, byKeyLine: map[string][]vendorsim.Entry{}}
+	for _, c := range in.Calls {
+		v.calls[c.Token] = c
+	}
+	addKey := func(tok, key string) {
+		if tok == "" || key == "" {
+			return
+		}
+		if v.keys[tok] == nil {
+			v.keys[tok] = map[string]bool{}
+		}
+		v.keys[tok][key] = true
+		v.tokenOf[key] = tok
+	}
+	for _, e := range in.Ledger {
+		tok := tokenIn([]byte(e.Path), e.Body)
+		v.effects[tok] = append(v.effects[tok], e)
+		if e.Keyed {
+			v.byKeyLine[e.Key] = append(v.byKeyLine[e.Key], e)
+			addKey(tok, e.Key)
+		}
+	}
+	rs := slices.Clone(in.Receipts)
+	slices.SortStableFunc(rs, func(a, b store.Receipt) int { return int(a.ID - b.ID) })
+	for _, r := range rs {
+		if r.Key == "" {
+			continue
+		}
+		v.receipts[r.Key] = append(v.receipts[r.Key], r)
+		addKey(tokenIn(r.Call), r.Key)
+	}
+	for _, r := range in.Records {
+		v.records[r.Key] = r
+		addKey(tokenIn(r.Args), r.Key)
+	}
+	return v
+}
+
+func (v *view) sortedKeys(tok string) []string { return slices.Sorted(maps.Keys(v.keys[tok])) }
+
+// history prints the call, the receipts of its keys and its ledger entries.
+func (v *view) history(tok string, keys ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  seed %d\n", v.in.Seed)
+	if c, ok := v.calls[tok]; ok {
+		fmt.Fprintf(&b, "  call %s: %s (%s) %s\n", tok, c.Tool, c.Effect, c.Args)
+	}
+	ks := slices.Clone(keys)
+	for _, k := range v.sortedKeys(tok) {
+		if !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	for _, k := range ks {
+		if r, ok := v.records[k]; ok {
+			fmt.Fprintf(&b, "  record %s: %s %s state=%s attempt=%d owner=%.8s lease=%s mayHaveSent=%v args=%.12s\n", k, r.Activity,
+				r.Effect, r.State, r.Attempt, r.Owner, r.Lease.UTC().Format(time.RFC3339Nano), r.MayHaveSent, r.ArgsHash)
+		}
+		for _, r := range v.receipts[k] {
+			fmt.Fprintf(&b, "  receipt #%d %s %s %s wf=%s run=%.8s attempt=%d args=%.12s", r.ID, r.Time.UTC().Format("15:04:05.000"),
+				r.Key, r.Decision, r.WorkflowID, r.RunID, r.Attempt, r.ArgsHash)
+			if r.Actor != "" || r.Resolution != "" {
+				fmt.Fprintf(&b, " by %s (%s)", r.Actor, r.Resolution)
+			}
+			if r.Error != "" {
+				fmt.Fprintf(&b, " error=%.120q", r.Error)
+			}
+			b.WriteString("\n")
+		}
+	}
+	for _, e := range v.effects[tok] {
+		fmt.Fprintf(&b, "  ledger %s #%d %s key=%s record=%s %s\n", e.Vendor, e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Key, e.RecordID, e.Body)
+	}
+	return b.String()
+}
+
+// Check checks every invariant and returns the violations, ordered by kind.
+func Check(in Input) []Violation {
+	v := index(in)
+	var out []Violation
+	bad := func(kind, tok, key, format string, args ...any) {
+		out = append(out, Violation{Kind: kind, Token: tok, Key: key, Detail: fmt.Sprintf(format, args...), History: v.history(tok, key)})
+	}
+	toks := slices.Sorted(maps.Keys(v.calls))
+
+	// No destructive effect twice for one call (or for one key).
+	for _, tok := range toks {
+		c := v.calls[tok]
+		if c.Effect == "destructive" && len(v.effects[tok]) > 1 {
+			bad(KindDestructiveTwice, tok, "", "%s performed %d times", c.Tool, len(v.effects[tok]))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(v.byKeyLine)) {
+		es := v.byKeyLine[k]
+		if len(es) > 1 {
+			tok := v.tokenOf[k]
+			if c, ok := v.calls[tok]; !ok || c.Effect == "destructive" {
+				bad(KindDestructiveTwice, tok, k, "the vendor %s performed key %s %d times", es[0].Vendor, k, len(es))
+			}
+		}
+	}
+
+	// No idempotent write under two keys.
+	for _, tok := range toks {
+		c := v.calls[tok]
+		if c.Effect == "idempotent-write" && len(v.keys[tok]) > 1 {
+			bad(KindIdempotentTwoKeys, tok, "", "%s claimed or sent under %d keys: %s", c.Tool, len(v.keys[tok]), strings.Join(v.sortedKeys(tok), ", "))
+		}
+	}
+
+	// Every completed workflow's effects exactly as its calls say.
+	want := map[string][]soakwf.Call{}
+	for _, c := range in.Calls {
+		wf := workflowOf(c.Token)
+		want[wf] = append(want[wf], c)
+	}
+	for _, r := range in.Runs {
+		if r.Status != "completed" || r.Result == nil {
+			continue
+		}
+		got := map[string]soakwf.Outcome{}
+		for _, o := range r.Result.Calls {
+			got[o.Token] = o
+		}
+		for _, c := range want[workflowOf(r.WorkflowID)] {
+			o, ok := got[c.Token]
+			if !ok {
+				bad(KindEffects, c.Token, "", "workflow %s completed without an outcome for the call", r.WorkflowID)
+				continue
+			}
+			es := v.effects[c.Token]
+			switch {
+			case !o.Done || c.Effect == "read":
+			case len(es) == 0:
+				bad(KindEffects, c.Token, "", "%s reported done (result %s), but the vendor has no effect of it", c.Tool, o.Result)
+			case !resultNamesAnEffect(o.Result, es):
+				bad(KindEffects, c.Token, "", "%s reported done with result %s, which names none of the vendor's records for it", c.Tool, o.Result)
+			}
+		}
+	}
+
+	// Every refusal with its withheld call and a reason.
+	for _, r := range in.Runs {
+		if r.Result == nil {
+			continue
+		}
+		for _, o := range r.Result.Calls {
+			f := o.Refusal
+			if f == nil {
+				continue
+			}
+			switch {
+			case strings.TrimSpace(f.Message) == "":
+				bad(KindRefusal, o.Token, "", "%s refused (%s) without a reason", o.Tool, f.Type)
+			case f.Call == nil:
+				bad(KindRefusal, o.Token, "", "%s refused (%s) without its withheld call: %s", o.Tool, f.Type, f.Message)
+			case f.Call.Activity != o.Tool || !bytes.Contains(f.Call.Args, []byte(o.Token)) || f.Call.Key == "":
+				bad(KindRefusal, o.Token, f.Call.Key, "%s refused (%s) with another call withheld: %s", o.Tool, f.Type, f.Call)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(v.receipts)) {
+		for _, r := range v.receipts[k] {
+			switch r.Decision {
+			case store.DecisionGated:
+				if len(r.Call) == 0 || r.Error == "" {
+					bad(KindRefusal, v.tokenOf[k], k, "receipt #%d (%s) without its withheld call or reason", r.ID, r.Decision)
+				}
+			case store.DecisionRefusedInFlight, store.DecisionRefusedConflict:
+				if r.Error == "" {
+					bad(KindRefusal, v.tokenOf[k], k, "receipt #%d (%s) without a reason", r.ID, r.Decision)
+				}
+			}
+		}
+	}
+
+	// No write's receipt lost: every effect has a claim receipt for its key, and every
+	// write reported done has the receipt of its completion.
+	claimed := func(k string) bool {
+		for _, r := range v.receipts[k] {
+			if r.Decision == store.DecisionClaimed || r.Decision == store.DecisionTakenOver {
+				return true
+			}
+		}
+		return false
+	}
+	completed := func(k string) bool {
+		for _, r := range v.receipts[k] {
+			if r.Decision == store.DecisionRan || r.Decision == store.DecisionResolved && r.Resolution == store.ResolvedSent {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tok := range toks {
+		c := v.calls[tok]
+		if c.Effect == "read" {
+			continue
+		}
+		for _, e := range v.effects[tok] {
+			if e.Keyed {
+				if !claimed(e.Key) {
+					bad(KindReceiptLost, tok, e.Key, "%s effect #%d under key %s has no claim receipt", e.Vendor, e.Seq, e.Key)
+				}
+				continue
+			}
+			if !slices.ContainsFunc(v.sortedKeys(tok), claimed) {
+				bad(KindReceiptLost, tok, "", "%s effect #%d of %s has no claim receipt under any key of the call", e.Vendor, e.Seq, c.Tool)
+			}
+		}
+	}
+	for _, r := range in.Runs {
+		if r.Result == nil {
+			continue
+		}
+		for _, o := range r.Result.Calls {
+			c, ok := v.calls[o.Token]
+			if !ok || !o.Done || c.Effect == "read" {
+				continue
+			}
+			if !slices.ContainsFunc(v.sortedKeys(o.Token), completed) {
+				bad(KindReceiptLost, o.Token, "", "%s reported done, but no key of the call has a receipt of its completion (ran, or resolved as sent)", c.Tool)
+			}
+		}
+	}
+
+	// No stored result returned to a call with other arguments.
+	for _, k := range slices.Sorted(maps.Keys(v.receipts)) {
+		hash := ""
+		for _, r := range v.receipts[k] {
+			switch r.Decision {
+			case store.DecisionClaimed, store.DecisionTakenOver:
+				hash = r.ArgsHash
+			case store.DecisionReplayed:
+				if hash == "" {
+					if rec, ok := v.records[k]; ok {
+						hash = rec.ArgsHash
+					}
+				}
+				if r.ArgsHash != hash {
+					bad(KindReplayOtherArgs, v.tokenOf[k], k, "receipt #%d replayed the result of args %.12s to a call with args %.12s", r.ID, hash, r.ArgsHash)
+				}
+			}
+		}
+	}
+
+	// Nothing pending that a witness could have settled.
+	for _, k := range slices.Sorted(maps.Keys(v.records)) {
+		r := v.records[k]
+		if !in.Witnessed[r.Activity] || !store.UnknownOutcome(r) || !store.Blocking(r, in.Now) {
+			continue
+		}
+		if from := store.NotSentFrom(r).Add(in.Grace); in.Now.After(from) {
+			bad(KindPendingSettleable, v.tokenOf[k], k, "%s still blocks its key at %s, %s past the time a witness's answer counts (%s)",
+				r.Activity, in.Now.UTC().Format(time.RFC3339), in.Now.Sub(store.NotSentFrom(r)).Round(time.Second),
+				store.NotSentFrom(r).UTC().Format(time.RFC3339))
+		}
+	}
+
+	slices.SortStableFunc(out, func(a, b Violation) int { return slices.Index(Kinds, a.Kind) - slices.Index(Kinds, b.Kind) })
+	return out
+}
+
+// resultNamesAnEffect: the result names a record one of the effects produced (or
+// changed).
+func resultNamesAnEffect(result json.RawMessage, es []vendorsim.Entry) bool {
+	for _, e := range es {
+		if e.RecordID != "" && bytes.Contains(result, []byte(`"`+e.RecordID+`"`)) {
+			return true
+		}
+	}
+	return false
+}
+
+// workflowOf is the workflow part of a token or workflow ID: "tk-<wf>-<i>" and
+// "soak-<wf>" both give "<wf>".
+func workflowOf(s string) string {
+	if rest, ok := strings.CutPrefix(s, "tk-"); ok {
+		if i := strings.LastIndexByte(rest, '-'); i >= 0 {
+			return rest[:i]
+		}
+		return rest
+	}
+	return strings.TrimPrefix(s, "soak-")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

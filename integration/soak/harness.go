@@ -1,0 +1,757 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/idemgate/idemgate/integration/faults"
+	"github.com/idemgate/idemgate/integration/soak/soakwf"
+	"github.com/idemgate/idemgate/interceptor"
+	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/vendorsim"
+)
+
+// Broken variants the checker must catch (Config.Broken).
+const (
+	// BrokenPassThrough: the workers' gate classifies every tool read (the gate in
+	// pass-through mode: keys minted and forwarded, nothing claimed).
+	BrokenPassThrough = "passthrough"
+	// BrokenBare: the workers run no interceptor at all.
+	BrokenBare = "bare"
+	// BrokenForget: the workers' store forgets completions (Complete stores nothing).
+	BrokenForget = "forget"
+)
+
+// Config is one soak run.
+type Config struct {
+	// Duration is how long the workload starts workflows and the nemesis acts.
+	Duration time.Duration
+	// Drain bounds the wait, after Duration, for the workflows still running
+	// (the rest are terminated and counted unfinished). Optional: 0 means 90 s.
+	Drain time.Duration
+	Seed  uint64
+	// Store is "sqlite" or "postgres" (PostgresDSN: a DSN whose search_path is the run's schema).
+	Store       string
+	PostgresDSN string
+	// Workers is how many worker processes poll the task queue (0: 3); InFlight how
+	// many workflows run at once (0: 6).
+	Workers, InFlight int
+	// Nemesis turns the faults on.
+	Nemesis bool
+	// Broken runs a broken variant ("" for the real gate).
+	Broken string
+	// PGCtl, with Store "postgres", lets the nemesis restart the PostgreSQL server in
+	// immediate mode (a crash: no checkpoint, connections cut): the pg_ctl wrapper
+	// scripts/with-postgres.sh exports as IDEMGATE_PG_CTL. Only for a server nothing
+	// else uses at the time.
+	PGCtl string
+	// Bin is the worker binary (BuildWorker); Dir holds the SQLite file.
+	Bin, Dir string
+	// HostPort, Namespace and Client reach the Temporal server.
+	HostPort, Namespace string
+	Client              client.Client
+	// Log, when set, gets progress lines; with Verbose, also each fault with its time
+	// (to line a violation's history up with the faults around it).
+	Log     io.Writer
+	Verbose bool
+	// LocalScheduleToClose is the workload's soakwf.Input.LocalScheduleToClose.
+	LocalScheduleToClose time.Duration
+	// Only, when set, limits the nemesis to the actions named (kill, stop, reset,
+	// pause, settle, skew, drop, delay, pgrestart).
+	Only []string
+	// Durability is the workers' store durability ("claim", the default, or "strict").
+	Durability string
+}
+
+// Stats is what a run did and found.
+type Stats struct {
+	Seed       uint64
+	Store      string
+	Durability string
+	Duration   time.Duration
+	Wall       time.Duration
+	Workflows  int
+	Calls      int
+	// Closed counts the workflows by their final status; Unfinished how many of them
+	// the harness terminated because they still ran at the end of the drain.
+	Closed     map[string]int
+	Unfinished int
+	// Effects is how many side effects the vendors performed; Receipts how many
+	// receipts the store holds.
+	Effects, Receipts int
+	// Faults counts what the nemesis did, by kind; Workload the calls and workflows
+	// of each feature (local activities, child workflows, continue-as-new).
+	Faults     map[string]int
+	Workload   map[string]int
+	Violations []Violation
+}
+
+// BuildWorker builds integration/soak/workerproc into dir.
+func BuildWorker(ctx context.Context, dir string) (string, error) {
+	out := filepath.Join(dir, "soak-workerproc")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/idemgate/idemgate/integration/soak/workerproc")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("idemgate/integration/soak: go build workerproc: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// tool is a call the workload makes, with its effect and arguments built around the
+// call's token.
+type tool struct {
+	name, effect string
+	args         func(tok string, r *rand.Rand) map[string]any
+}
+
+var tools = []tool{
+	{"SearchDocs", "read", func(tok string, _ *rand.Rand) map[string]any { return map[string]any{"query": "refund " + tok} }},
+	{"GetCustomer", "read", func(tok string, _ *rand.Rand) map[string]any { return map[string]any{"customer_id": "cus_" + tok} }},
+	{"UpsertContact", "idempotent-write", func(tok string, r *rand.Rand) map[string]any {
+		return map[string]any{"email": tok + "@example.com", "name": "Soak " + tok, "company": "C" + strconv.Itoa(r.IntN(9))}
+	}},
+	{"CreateTicket", "idempotent-write", func(tok string, _ *rand.Rand) map[string]any {
+		return map[string]any{"subject": "soak " + tok, "requester": tok + "@example.com", "body": "soak"}
+	}},
+	{"ChargeCard", "destructive", func(tok string, r *rand.Rand) map[string]any {
+		return map[string]any{"customer": "cus_" + tok, "amount": 100 + r.IntN(9900), "currency": "usd", "description": "soak " + tok}
+	}},
+	{"SendEmail", "destructive", func(tok string, _ *rand.Rand) map[string]any {
+		return map[string]any{"to": tok + "@example.com", "subject": "soak " + tok, "body": "soak"}
+	}},
+}
+
+// witnessed: the activities whose workers ask a witness (the processor's lookup).
+var witnessed = map[string]bool{"ChargeCard": true}
+
+// run is one soak run's state.
+type run struct {
+	cfg   Config
+	world *vendorsim.World
+	st    storeopen.Store
+	spec  faults.WorkerSpec
+	tag   string
+	proxy *proxy // between the workers and PostgreSQL (nil for SQLite)
+
+	mu     sync.Mutex
+	procs  []*faults.Proc
+	calls  []soakwf.Call
+	ids    []string
+	faults map[string]int
+}
+
+func (r *run) logf(format string, args ...any) {
+	if r.cfg.Log != nil {
+		fmt.Fprintf(r.cfg.Log, "soak: "+format+"\n", args...)
+	}
+}
+
+func (r *run) count(kind string) {
+	r.mu.Lock()
+	r.faults[kind]++
+	r.mu.Unlock()
+	if !strings.HasPrefix(kind, "workload: ") && r.cfg.Verbose {
+		r.logf("%s %s", time.Now().UTC().Format("15:04:05.000"), kind)
+	}
+}
+
+// Soak runs the workload (and the nemesis) for cfg.Duration, drains, and checks.
+func Soak(ctx context.Context, cfg Config) (Stats, error) {
+	start := time.Now()
+	if cfg.Workers == 0 {
+		cfg.Workers = 3
+	}
+	if cfg.InFlight == 0 {
+		cfg.InFlight = 6
+	}
+	if cfg.Drain == 0 {
+		cfg.Drain = 90 * time.Second
+	}
+	if cfg.Durability == "" {
+		cfg.Durability = "claim"
+	}
+	st := Stats{Seed: cfg.Seed, Store: cfg.Store, Durability: cfg.Durability, Duration: cfg.Duration, Closed: map[string]int{}}
+	world, err := vendorsim.Start()
+	if err != nil {
+		return st, err
+	}
+	defer world.Close()
+	lookupURL, lookup, err := serveLookup(world.Payments)
+	if err != nil {
+		return st, err
+	}
+	defer lookup.Close()
+	r := &run{cfg: cfg, world: world, faults: map[string]int{}, tag: strconv.FormatUint(cfg.Seed, 36) + "x" + uuid.NewString()[:4]}
+	spec := faults.WorkerSpec{Bin: cfg.Bin, HostPort: cfg.HostPort, Namespace: cfg.Namespace, Queue: "soak-" + r.tag,
+		World: world, PaymentsLookup: lookupURL, HoldUnknown: time.Second, Bare: cfg.Broken == BrokenBare,
+		Durability: cfg.Durability}
+	switch cfg.Broken {
+	case "", BrokenBare:
+	case BrokenForget:
+		spec.Args = []string{"--forget-completions"}
+	case BrokenPassThrough:
+		spec.Args = []string{"--all-read"}
+	default:
+		return st, fmt.Errorf("idemgate/integration/soak: unknown broken variant %q (passthrough, bare or forget)", cfg.Broken)
+	}
+	switch cfg.Store {
+	case "sqlite":
+		spec.Store = filepath.Join(cfg.Dir, "soak-"+r.tag+".db")
+	case "postgres":
+		if cfg.PostgresDSN == "" {
+			return st, errors.New("idemgate/integration/soak: -store postgres needs IDEMGATE_POSTGRES_DSN")
+		}
+		p, dsn, err := proxyDSN(cfg.PostgresDSN)
+		if err != nil {
+			return st, err
+		}
+		defer p.Close()
+		r.proxy, spec.Store = p, dsn
+	default:
+		return st, fmt.Errorf("idemgate/integration/soak: unknown store %q (sqlite or postgres)", cfg.Store)
+	}
+	r.spec = spec
+	// The harness's own handle: it creates the schema before the workers open it,
+	// and is the operator's (pauses, settlements) and the checker's reader.
+	own := spec.Store
+	if cfg.Store == "postgres" {
+		own = cfg.PostgresDSN // not through the proxy
+	}
+	r.st, err = storeopen.Open(ctx, own)
+	if err != nil {
+		return st, err
+	}
+	defer r.st.Close()
+	r.procs = make([]*faults.Proc, cfg.Workers)
+	for i := range r.procs {
+		if err := r.startWorker(ctx, i, nil); err != nil {
+			return st, err
+		}
+	}
+	defer func() {
+		r.mu.Lock()
+		ps := slices.Clone(r.procs)
+		r.mu.Unlock()
+		for _, p := range ps {
+			if p != nil {
+				p.Stop()
+			}
+		}
+	}()
+	r.logf("seed %d, store %s, %d workers, %d in flight, nemesis %v, broken %q, queue %s", cfg.Seed, cfg.Store, cfg.Workers, cfg.InFlight,
+		cfg.Nemesis, cfg.Broken, spec.Queue)
+
+	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	if cfg.Nemesis {
+		wg.Go(func() { r.nemesis(wctx) })
+	}
+	r.workload(wctx)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+
+	// Drain: every worker up, no pause in force, the operator settles what it can.
+	r.logf("draining %d workflows", len(r.ids))
+	for i := range r.procs {
+		if r.procs[i].Exited() {
+			if err := r.startWorker(ctx, i, nil); err != nil {
+				return st, err
+			}
+		}
+	}
+	if ps, err := r.st.Pauses(ctx); err == nil {
+		for _, p := range ps {
+			_ = r.st.Resume(ctx, store.Pause{Activity: p.Activity, Effect: p.Effect, Actor: "soak-nemesis", Reason: "drain", Time: time.Now()})
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, cfg.Drain)
+	// With the nemesis stopped nothing reopens a closed workflow: poll only the open ones.
+	open := r.open(dctx, r.ids)
+	for dctx.Err() == nil {
+		r.settle(dctx)
+		if open = r.open(dctx, open); len(open) == 0 {
+			break
+		}
+		select {
+		case <-dctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	cancel()
+	for _, id := range r.open(ctx, open) {
+		if d, err := cfg.Client.DescribeWorkflowExecution(ctx, id, ""); err == nil {
+			var pend []string
+			for _, pa := range d.PendingActivities {
+				why := ""
+				if f := pa.LastFailure; f != nil {
+					why = f.Message
+					if len(why) > 200 {
+						why = why[:200] + "…"
+					}
+				}
+				pend = append(pend, fmt.Sprintf("%s attempt %d (%s)", pa.ActivityType.GetName(), pa.Attempt, why))
+			}
+			r.logf("%s still running after the drain; pending activities: %v; children: %d", id, pend, len(d.PendingChildren))
+		}
+		tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = cfg.Client.TerminateWorkflow(tctx, id, "", "soak: unfinished at the end of the drain")
+		tcancel()
+		st.Unfinished++
+	}
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+
+	in, err := r.collect(ctx)
+	if err != nil {
+		return st, err
+	}
+	for _, rn := range in.Runs {
+		st.Closed[rn.Status]++
+	}
+	st.Workflows, st.Calls, st.Effects, st.Receipts = len(r.ids), len(r.calls), len(in.Ledger), len(in.Receipts)
+	st.Faults, st.Workload = map[string]int{}, map[string]int{}
+	for k, n := range r.faults {
+		if w, ok := strings.CutPrefix(k, "workload: "); ok {
+			st.Workload[w] = n
+		} else {
+			st.Faults[k] = n
+		}
+	}
+	st.Violations = Check(in)
+	st.Wall = time.Since(start)
+	return st, nil
+}
+
+func (r *run) startWorker(ctx context.Context, i int, extra []string) error {
+	spec := r.spec
+	spec.Args = append(slices.Clone(spec.Args), extra...)
+	p, err := faults.StartWorker(spec)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := p.WaitReady(rctx); err != nil {
+		p.Kill()
+		return err
+	}
+	r.mu.Lock()
+	r.procs[i] = p
+	r.mu.Unlock()
+	return nil
+}
+
+// workload keeps cfg.InFlight agent workflows running until ctx ends.
+func (r *run) workload(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, 1))
+	running := map[string]bool{}
+	n := 0
+	start, lastLog := time.Now(), time.Now()
+	for ctx.Err() == nil {
+		if time.Since(lastLog) >= time.Minute {
+			lastLog = time.Now()
+			r.mu.Lock()
+			faults := 0
+			for k, c := range r.faults {
+				if !strings.HasPrefix(k, "workload: ") {
+					faults += c
+				}
+			}
+			r.mu.Unlock()
+			r.logf("%s: %d workflows started, %d faults injected", time.Since(start).Round(time.Second), n, faults)
+		}
+		for id := range running {
+			d, err := r.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+			if err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				delete(running, id)
+			}
+		}
+		for len(running) < r.cfg.InFlight && ctx.Err() == nil {
+			wf := r.tag + "w" + strconv.Itoa(n)
+			n++
+			in := r.agentInput(rng, wf)
+			id := "soak-" + wf
+			_, err := r.cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: r.spec.Queue,
+				WorkflowRunTimeout: 20 * time.Minute}, soakwf.Agent, in)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.logf("start %s: %v", id, err)
+				}
+				break
+			}
+			running[id] = true
+			r.mu.Lock()
+			r.ids = append(r.ids, id)
+			r.calls = append(r.calls, in.Calls...)
+			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// agentInput draws a workflow's calls: 2–6 random tools, a quarter of them (of the
+// tools that have a local form) as local activities; in a quarter of the workflows a
+// run of calls in a child workflow, in another quarter continue-as-new every 1–3 calls.
+func (r *run) agentInput(rng *rand.Rand, wf string) soakwf.Input {
+	in := soakwf.Input{LocalScheduleToClose: r.cfg.LocalScheduleToClose}
+	n := 2 + rng.IntN(5)
+	for i := range n {
+		t := tools[rng.IntN(len(tools))]
+		tok := "tk-" + wf + "-" + strconv.Itoa(i)
+		args, _ := json.Marshal(t.args(tok, rng))
+		c := soakwf.Call{Token: tok, Tool: t.name, Effect: t.effect, Args: args}
+		if t.name != "SearchDocs" && rng.IntN(4) == 0 {
+			c.Local = true
+			r.count("workload: local activity")
+		}
+		in.Calls = append(in.Calls, c)
+	}
+	switch rng.IntN(4) {
+	case 0:
+		from := rng.IntN(n)
+		to := from + 1 + rng.IntN(n-from)
+		for i := from; i < to; i++ {
+			in.Calls[i].Child = true
+		}
+		r.count("workload: child workflow")
+	case 1:
+		in.ContinueAfter = 1 + rng.IntN(3)
+		r.count("workload: continue-as-new")
+	}
+	return in
+}
+
+// open lists those of ids whose latest run is still running (or cannot be described).
+func (r *run) open(ctx context.Context, ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		d, err := r.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil || d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// nemesis injects faults at random from the seed until ctx ends.
+func (r *run) nemesis(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, 2))
+	type action struct {
+		name   string
+		weight int
+		do     func()
+	}
+	actions := []action{
+		{"kill", 30, func() { r.restart(ctx, rng, true) }},
+		{"stop", 10, func() { r.restart(ctx, rng, false) }},
+		{"reset", 25, func() { r.reset(ctx, rng) }},
+		{"pause", 10, func() { r.pause(ctx, rng) }},
+		{"settle", 15, func() { r.settle(ctx) }},
+		{"skew", 10, func() { r.skew(ctx, rng) }},
+	}
+	if r.proxy != nil {
+		actions = append(actions,
+			action{"drop", 5, func() {
+				r.proxy.Drop()
+				r.count("store connections dropped")
+			}},
+			action{"delay", 5, func() {
+				r.proxy.Delay(time.Duration(20+rng.IntN(280))*time.Millisecond, time.Duration(2000+rng.IntN(3000))*time.Millisecond)
+				r.count("store connections delayed")
+			}})
+	}
+	if r.cfg.PGCtl != "" && r.cfg.Store == "postgres" {
+		actions = append(actions, action{"pgrestart", 5, func() { r.restartPostgres(ctx) }})
+	}
+	if len(r.cfg.Only) > 0 {
+		actions = slices.DeleteFunc(actions, func(a action) bool { return !slices.Contains(r.cfg.Only, a.name) })
+	}
+	if len(actions) == 0 {
+		return
+	}
+	total := 0
+	for _, a := range actions {
+		total += a.weight
+	}
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(500+rng.IntN(2500)) * time.Millisecond):
+		}
+		x := rng.IntN(total)
+		for _, a := range actions {
+			if x < a.weight {
+				a.do()
+				break
+			}
+			x -= a.weight
+		}
+	}
+}
+
+// restart SIGKILLs (or stops gracefully) a random worker and starts it again.
+func (r *run) restart(ctx context.Context, rng *rand.Rand, kill bool) {
+	i := rng.IntN(len(r.procs))
+	r.mu.Lock()
+	p := r.procs[i]
+	r.mu.Unlock()
+	if kill {
+		p.Kill()
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, _ = p.Wait(wctx)
+		cancel()
+		r.count("sigkill")
+	} else {
+		p.Stop()
+		r.count("graceful stop")
+	}
+	if d := time.Duration(rng.IntN(3000)) * time.Millisecond; d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	if err := r.startWorker(context.WithoutCancel(ctx), i, nil); err != nil {
+		r.logf("restart worker %d: %v", i, err)
+	}
+}
+
+// restartPostgres restarts the PostgreSQL server in immediate mode.
+func (r *run) restartPostgres(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
+	defer cancel()
+	if b, err := exec.CommandContext(cctx, r.cfg.PGCtl, "-m", "immediate", "restart").CombinedOutput(); err != nil {
+		r.logf("restart PostgreSQL: %v\n%s", err, b)
+		return
+	}
+	r.count("postgres restart (immediate)")
+}
+
+// skew restarts a random worker with its gate's clock off by up to ±1.5 s (inside
+// Options.ClockSkew's default of 2 s).
+func (r *run) skew(ctx context.Context, rng *rand.Rand) {
+	i := rng.IntN(len(r.procs))
+	r.mu.Lock()
+	p := r.procs[i]
+	r.mu.Unlock()
+	p.Stop()
+	off := time.Duration(rng.IntN(3001)-1500) * time.Millisecond
+	if err := r.startWorker(context.WithoutCancel(ctx), i, []string{"--clock-offset", off.String()}); err != nil {
+		r.logf("restart worker %d with skew: %v", i, err)
+	}
+	r.count("clock skew")
+}
+
+// reset resets a random workflow, running or closed, to a random completed
+// workflow task of its latest run.
+func (r *run) reset(ctx context.Context, rng *rand.Rand) {
+	r.mu.Lock()
+	if len(r.ids) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	id := r.ids[rng.IntN(len(r.ids))]
+	r.mu.Unlock()
+	d, err := r.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return
+	}
+	runID := d.WorkflowExecutionInfo.Execution.RunId
+	closed := d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	it := r.cfg.Client.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var points []int64
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return
+		}
+		if e.EventType == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			points = append(points, e.EventId)
+		}
+	}
+	if len(points) == 0 {
+		return
+	}
+	_, err = r.cfg.Client.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: r.cfg.Namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
+		Reason: "soak nemesis", WorkflowTaskFinishEventId: points[rng.IntN(len(points))], RequestId: uuid.NewString()})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.logf("reset %s: %v", id, err)
+		}
+		return
+	}
+	if closed {
+		r.count("reset (closed workflow)")
+	} else {
+		r.count("reset (running workflow)")
+	}
+}
+
+// pause pauses one write activity, or a whole effect class, for 1–4 s.
+func (r *run) pause(ctx context.Context, rng *rand.Rand) {
+	p := store.Pause{Actor: "soak-nemesis", Reason: "soak: a person pauses writes", Time: time.Now()}
+	switch x := rng.IntN(4); x {
+	case 0:
+		p.Effect = store.EffectDestructive
+	case 1:
+		p.Effect = "idempotent-write"
+	default:
+		p.Activity = []string{"ChargeCard", "SendEmail", "CreateTicket", "UpsertContact"}[rng.IntN(4)]
+	}
+	if err := r.st.Pause(ctx, p); err != nil {
+		return
+	}
+	r.count("pause")
+	d := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
+	go func() {
+		<-time.After(d)
+		p.Time, p.Reason = time.Now(), "soak: resumed"
+		_ = r.st.Resume(context.Background(), p)
+	}()
+}
+
+// settle is the scripted operator: every record a person may resolve now is
+// resolved truthfully from the vendors' ledgers.
+func (r *run) settle(ctx context.Context) {
+	now := time.Now()
+	recs, err := r.st.Pending(ctx, now, 0)
+	if err != nil {
+		return
+	}
+	for _, rec := range recs {
+		if !store.Resolvable(rec, now) {
+			continue
+		}
+		tok := tokenIn(rec.Args)
+		var effects []vendorsim.Entry
+		for _, v := range r.world.Vendors() {
+			for _, e := range v.Ledger() {
+				if tok != "" && tokenIn([]byte(e.Path), e.Body) == tok {
+					effects = append(effects, e)
+				}
+			}
+		}
+		t := store.Transition{Key: rec.Key, Owner: rec.Owner, Now: now, Window: 24 * time.Hour}
+		t.Receipt = store.Receipt{Time: now, Key: rec.Key, Activity: rec.Activity, Effect: rec.Effect, Decision: store.DecisionResolved,
+			ArgsHash: rec.ArgsHash, WorkflowID: rec.WorkflowID, RunID: rec.RunID, Attempt: rec.Attempt,
+			Actor: "soak-operator", Reason: "settled from the vendor's ledger"}
+		to, res := store.StateReleased, store.ResolvedNotSent
+		if len(effects) > 0 {
+			to, res = store.StateCompleted, store.ResolvedSent
+			var v any = answerOf(r.world, effects[0])
+			if t.Result, t.Receipt.ResultRef, err = interceptor.EncodeResult(nil, v); err != nil {
+				continue
+			}
+		}
+		t.Receipt.Resolution = res
+		if err := r.st.Resolve(ctx, t, to); err == nil {
+			r.count("operator settled " + res)
+		}
+	}
+}
+
+// answerOf is what the vendor answered for an effect: its stored answer for a keyed
+// one, the record (or message id) otherwise.
+func answerOf(w *vendorsim.World, e vendorsim.Entry) any {
+	for _, v := range w.Vendors() {
+		if v.Name != e.Vendor {
+			continue
+		}
+		if e.Keyed {
+			return v.Lookup(e.Key).Body
+		}
+		if rec, ok := v.Record(e.RecordID); ok {
+			return rec
+		}
+	}
+	return map[string]any{"message_id": e.RecordID}
+}
+
+// collect reads everything the checker needs.
+func (r *run) collect(ctx context.Context) (Input, error) {
+	in := Input{Seed: r.cfg.Seed, Calls: r.calls, Witnessed: witnessed, Grace: 2 * time.Minute}
+	for _, v := range r.world.Vendors() {
+		in.Ledger = append(in.Ledger, v.Ledger()...)
+	}
+	rs, err := r.st.Receipts(ctx, store.ReceiptFilter{})
+	if err != nil {
+		return in, fmt.Errorf("idemgate/integration/soak: read the receipts: %w", err)
+	}
+	in.Receipts = rs
+	seen := map[string]bool{}
+	for _, rc := range rs {
+		if rc.Key == "" || seen[rc.Key] {
+			continue
+		}
+		seen[rc.Key] = true
+		rec, err := r.st.Get(ctx, rc.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return in, fmt.Errorf("idemgate/integration/soak: read record %s: %w", rc.Key, err)
+		}
+		in.Records = append(in.Records, rec)
+	}
+	in.Now = time.Now()
+	for _, id := range r.ids {
+		d, err := r.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return in, fmt.Errorf("idemgate/integration/soak: describe %s: %w", id, err)
+		}
+		info := d.WorkflowExecutionInfo
+		rn := Run{WorkflowID: id, RunID: info.Execution.RunId, Status: statusName(info.Status)}
+		if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			var res soakwf.Result
+			if err := r.cfg.Client.GetWorkflow(ctx, id, rn.RunID).Get(ctx, &res); err != nil {
+				return in, fmt.Errorf("idemgate/integration/soak: result of %s: %w", id, err)
+			}
+			rn.Result = &res
+		}
+		in.Runs = append(in.Runs, rn)
+	}
+	return in, nil
+}
+
+func statusName(s enumspb.WorkflowExecutionStatus) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.String(), "WORKFLOW_EXECUTION_STATUS_")), "_", "-")
+}
+
+// serveLookup serves v's lookup by key on loopback, for the workers' ChargeCard witness.
+func serveLookup(v *vendorsim.Vendor) (string, *http.Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("idemgate/integration/soak: the payments lookup: %w", err)
+	}
+	s := &http.Server{Handler: v.LookupHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/lookup", s, nil
+}
