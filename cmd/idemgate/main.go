@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/operate"
 	"github.com/idemgate/idemgate/internal/storeopen"
 )
 
@@ -260,19 +261,9 @@ func (c *cli) actor(flagValue string) string {
 	return "unknown"
 }
 
-func ts(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
+func ts(t time.Time) string { return operate.TS(t) }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+func dash(s string) string { return operate.Dash(s) }
 
 // clip shortens s for a table cell; --json prints it whole.
 func clip(s string, n int) string {

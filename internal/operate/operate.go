@@ -27,6 +27,9 @@ func TS(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// Dash is s, or "-" when it is empty, as the CLI prints an empty field.
+func Dash(s string) string { return dash(s) }
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
