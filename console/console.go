@@ -81,8 +81,9 @@ type Options struct {
 	AuthenticatedByServer bool
 	// ActorHeader names the request header that carries the console user's name,
 	// set by the embedding server (e.g. X-Forwarded-User): receipts name that user
-	// as the actor. Optional: without it, or when a request lacks it, the actor is
-	// "console".
+	// as the actor. It needs AuthenticatedByServer (Handler refuses it alone: the
+	// header would be the client's word). Optional: without it, or when a request
+	// lacks it, the actor is "console".
 	ActorHeader string
 	// Window is how long a result settled as sent is remembered: the workers'
 	// Options.Window. Optional: interceptor.DefaultWindow.
@@ -133,6 +134,14 @@ func Handler(st store.Store, opts Options) (http.Handler, error) {
 	}
 	if opts.Window < 0 || opts.Refresh < 0 {
 		return nil, errors.New("idemgate/console: Options.Window and Options.Refresh must not be negative")
+	}
+	if opts.ActorHeader != "" && !opts.AuthenticatedByServer {
+		// Without a server that sets it after authenticating the user, the header is
+		// the client's word: any token holder (or, on loopback, any local process)
+		// would name any actor in the receipts.
+		return nil, fmt.Errorf("idemgate/console: Options.ActorHeader %q is trusted only from a server that authenticates "+
+			"every request and sets it (Options.AuthenticatedByServer). Next step: set AuthenticatedByServer when your "+
+			"server sets the header, or leave ActorHeader empty (the actor is then \"console\")", opts.ActorHeader)
 	}
 	if opts.Window == 0 {
 		opts.Window = interceptor.DefaultWindow

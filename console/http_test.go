@@ -392,7 +392,7 @@ func TestConsoleEscapesTextFromOutside(t *testing.T) {
 func TestConsoleSettleSentIsTheCLIsStoreCall(t *testing.T) {
 	st := sqliteStore(t)
 	seedUnknown(t, st, "k1", chargeArgs, "connection reset")
-	s := serve(t, st, Options{ActorHeader: "X-Forwarded-User"})
+	s := serve(t, st, Options{AuthenticatedByServer: true, ActorHeader: "X-Forwarded-User"})
 	_, page, _ := s.get("/key?k=k1")
 	if !strings.Contains(page, `id="settle-sent"`) || !strings.Contains(page, `ChargeCard([{&#34;amount&#34;:4200`) {
 		t.Fatalf("the key's page shows no settle form or withheld call:\n%s", page)
