@@ -453,14 +453,23 @@ func (c *call) inFlight(rec store.Record) error {
 		"until %s. Not run twice", c.name, c.effect, c.key, rec.Attempt, rec.WorkflowID, rec.Lease.Format(time.RFC3339))
 	last := c.lastAttempt()
 	if last == "" {
+		last = c.pastScheduleToClose(wait)
+	}
+	if last == "" {
 		msg += fmt.Sprintf("; Temporal retries after %s.", wait.Round(time.Millisecond))
 	} else {
-		msg += ". This was " + last + " Next step: retry the write once the owner's lease passed."
+		msg += ". This was " + last + " Next step: once the owner's lease passed, look at `idemgate receipts --key " +
+			c.key + "`, then retry the write or settle it."
 	}
-	c.refuse(store.DecisionRefusedInFlight, msg, false)
+	// The refusal names the call it withholds, whether or not Temporal retries it: it
+	// may be the workflow's last word on this write (soak finding 2).
+	call := c.withheld()
+	msg += fmt.Sprintf(" Withheld call: %s.", call)
+	c.refuse(store.DecisionRefusedInFlight, msg, true)
 	// Expected: the owner is still within its lease. Benign, so the SDK neither logs
-	// it at ERROR nor counts a failure, and retried only once the lease passed.
-	return c.expected(msg, ErrTypeInFlight, last, wait)
+	// it at ERROR nor counts a failure, and retried only once the lease passed. Its
+	// details carry the withheld call, as every refusal of an unknown outcome's.
+	return c.expected(msg, ErrTypeInFlight, last, wait, call)
 }
 
 // lastAttempt is "" when Temporal retries this attempt's retryable failure, else
@@ -474,6 +483,23 @@ func (c *call) lastAttempt() string {
 	}
 	return fmt.Sprintf("the last attempt its retry policy allows (MaximumAttempts %d): the activity fails here, and "+
 		"Temporal does not retry it.", rp.MaximumAttempts)
+}
+
+// pastScheduleToClose is "" when a retry after wait still fits the activity's
+// ScheduleToClose, else what a refusal says after "this was ": Temporal makes no
+// retry past it (a local activity's ScheduleToClose defaults to its StartToClose),
+// so the refusal ends the activity although its retry policy has attempts left.
+func (c *call) pastScheduleToClose(wait time.Duration) string {
+	if c.info.ScheduleToCloseTimeout <= 0 || c.info.ScheduledTime.IsZero() {
+		return ""
+	}
+	end := c.info.ScheduledTime.Add(c.info.ScheduleToCloseTimeout)
+	if c.now.Add(wait).Before(end) {
+		return ""
+	}
+	return fmt.Sprintf("the last attempt its ScheduleToClose (%s, until %s) allows: a retry after %s would come too "+
+		"late, so the activity fails here.", c.info.ScheduleToCloseTimeout, end.Format(time.RFC3339),
+		wait.Round(time.Millisecond))
 }
 
 // expected is the error of an expected, retryable refusal (a live lease, a pause, a

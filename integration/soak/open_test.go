@@ -49,7 +49,9 @@ func TestOpenCompletionReceiptsLostOnPostgresCrash(t *testing.T) {
 	}
 }
 
-// Finding 2 (seed 11, only restarts, both durabilities): a local activity's retry
+// Finding 2, fixed (0 violations since; interceptor's
+// TestInFlightRefusalPastScheduleToCloseNamesItsCall is its fast regression test)
+// (seed 11, only restarts, both durabilities): a local activity's retry
 // that the gate schedules past its ScheduleToClose (the SDK's default for a local
 // activity is its StartToClose) is not made: the write whose first attempt could not
 // store its completion (the store was restarting) is refused "holds the claim and
