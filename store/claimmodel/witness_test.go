@@ -401,7 +401,9 @@ func TestExplorePersonNotSentAtOnceFindsTheHole(t *testing.T) {
 			cfg = c
 		}
 	}
-	res := Explore(cfg, rulesPersonNotSentAtOnce(), depth(t))
+	// Six steps reach the second charge (claim, abandon, resolve, the flying request
+	// lands, claim, send): at least that deep, under the race detector too.
+	res := Explore(cfg, rulesPersonNotSentAtOnce(), max(depth(t), 6))
 	var kinds []string
 	for _, v := range res.Violations {
 		kinds = append(kinds, v.Kind)
