@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
@@ -17,8 +18,22 @@ import (
 
 // CheckoutKeyed is Checkout with the charge under a business key (interceptor.WithKey),
 // so a test can hold that key's claim before the workflow reaches it.
+//
+// Its ScheduleToClose (3 h) outlasts the hour-long claim the test holds: Temporal
+// retries a refusal only inside it, and a refusal whose retry would come past it
+// ends the activity, loud (interceptor's TestInFlightRefusalPastScheduleToCloseNamesItsCall).
 func CheckoutKeyed(ctx workflow.Context, amount int, key string) (ChargeResult, error) {
-	return Checkout(interceptor.WithKey(ctx, key), amount)
+	ctx = workflow.WithActivityOptions(interceptor.WithKey(ctx, key), workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 3 * time.Hour,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumAttempts: 0},
+	})
+	var balance int
+	if err := workflow.ExecuteActivity(ctx, "GetBalance", amount).Get(ctx, &balance); err != nil {
+		return ChargeResult{}, err
+	}
+	var r ChargeResult
+	err := workflow.ExecuteActivity(ctx, "ChargeCard", amount).Get(ctx, &r)
+	return r, err
 }
 
 // logLine is one line the SDK logged.
@@ -143,7 +158,7 @@ func TestEndToEndExpectedRefusalsAreBenign(t *testing.T) {
 			t.Fatalf("hold the key: %v %v", o, err)
 		}
 		keyed, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "benign-live-" + b.name, TaskQueue: r.queue,
-			WorkflowExecutionTimeout: 3 * time.Minute}, CheckoutKeyed, 4200, biz)
+			WorkflowExecutionTimeout: 4 * time.Hour}, CheckoutKeyed, 4200, biz) // the server caps ScheduleToClose at it
 		if err != nil {
 			t.Fatal(err)
 		}
