@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemgate/idemgate/interceptor"
@@ -23,17 +22,7 @@ import (
 // retries a refusal only inside it, and a refusal whose retry would come past it
 // ends the activity, loud (interceptor's TestInFlightRefusalPastScheduleToCloseNamesItsCall).
 func CheckoutKeyed(ctx workflow.Context, amount int, key string) (ChargeResult, error) {
-	ctx = workflow.WithActivityOptions(interceptor.WithKey(ctx, key), workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 3 * time.Hour,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumAttempts: 0},
-	})
-	var balance int
-	if err := workflow.ExecuteActivity(ctx, "GetBalance", amount).Get(ctx, &balance); err != nil {
-		return ChargeResult{}, err
-	}
-	var r ChargeResult
-	err := workflow.ExecuteActivity(ctx, "ChargeCard", amount).Get(ctx, &r)
-	return r, err
+	return checkout(interceptor.WithKey(ctx, key), amount, 3*time.Hour)
 }
 
 // logLine is one line the SDK logged.

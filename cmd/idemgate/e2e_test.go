@@ -74,8 +74,13 @@ func (v *vendor) count() int {
 // inside a ScheduleToClose far shorter than the gate's window: held refusals
 // (Options.HoldUnknown) and pauses keep it waiting, and it continues by itself.
 func Checkout(ctx workflow.Context, amount int) (ChargeResult, error) {
+	return checkout(ctx, amount, 2*time.Minute)
+}
+
+// checkout is Checkout with the charge's ScheduleToClose.
+func checkout(ctx workflow.Context, amount int, scheduleToClose time.Duration) (ChargeResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: scheduleToClose,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumAttempts: 0},
 	})
 	var balance int
