@@ -451,10 +451,7 @@ func (c *call) inFlight(rec store.Record) error {
 	wait := max(rec.Lease.Sub(c.now)+time.Second, time.Second)
 	msg := fmt.Sprintf("idemgate: %s (%s) key %s: attempt %d (workflow %s) holds the claim and may still be running "+
 		"until %s. Not run twice", c.name, c.effect, c.key, rec.Attempt, rec.WorkflowID, rec.Lease.Format(time.RFC3339))
-	last := c.lastAttempt()
-	if last == "" {
-		last = c.pastScheduleToClose(wait)
-	}
+	last := c.lastAttempt(wait)
 	if last == "" {
 		msg += fmt.Sprintf("; Temporal retries after %s.", wait.Round(time.Millisecond))
 	} else {
@@ -472,34 +469,28 @@ func (c *call) inFlight(rec store.Record) error {
 	return c.expected(msg, ErrTypeInFlight, last, wait, call)
 }
 
-// lastAttempt is "" when Temporal retries this attempt's retryable failure, else
-// what a refusal says after "this was ": the attempt is the last its retry policy allows
-// (MaximumAttempts), so the refusal ends the activity. (A nil RetryPolicy: the
-// server did not say, as for local activities; counted as retried.)
-func (c *call) lastAttempt() string {
-	rp := c.info.RetryPolicy
-	if rp == nil || rp.MaximumAttempts <= 0 || c.info.Attempt < rp.MaximumAttempts {
-		return ""
+// lastAttempt is "" when Temporal retries this attempt's retryable failure after
+// next, else what a refusal says after "this was ": the attempt is the last its
+// retry policy allows (MaximumAttempts), or a retry after next would come past the
+// activity's ScheduleToClose (a local activity's defaults to its StartToClose; the
+// server caps it at the workflow's timeout), so the refusal ends the activity. (A
+// nil RetryPolicy: the server did not say, as for local activities; counted as
+// retried.)
+func (c *call) lastAttempt(next time.Duration) string {
+	if rp := c.info.RetryPolicy; rp != nil && rp.MaximumAttempts > 0 && c.info.Attempt >= rp.MaximumAttempts {
+		return fmt.Sprintf("the last attempt its retry policy allows (MaximumAttempts %d): the activity fails here, and "+
+			"Temporal does not retry it.", rp.MaximumAttempts)
 	}
-	return fmt.Sprintf("the last attempt its retry policy allows (MaximumAttempts %d): the activity fails here, and "+
-		"Temporal does not retry it.", rp.MaximumAttempts)
-}
-
-// pastScheduleToClose is "" when a retry after wait still fits the activity's
-// ScheduleToClose, else what a refusal says after "this was ": Temporal makes no
-// retry past it (a local activity's ScheduleToClose defaults to its StartToClose),
-// so the refusal ends the activity although its retry policy has attempts left.
-func (c *call) pastScheduleToClose(wait time.Duration) string {
 	if c.info.ScheduleToCloseTimeout <= 0 || c.info.ScheduledTime.IsZero() {
 		return ""
 	}
 	end := c.info.ScheduledTime.Add(c.info.ScheduleToCloseTimeout)
-	if c.now.Add(wait).Before(end) {
+	if c.now.Add(next).Before(end) {
 		return ""
 	}
 	return fmt.Sprintf("the last attempt its ScheduleToClose (%s, until %s) allows: a retry after %s would come too "+
 		"late, so the activity fails here.", c.info.ScheduleToCloseTimeout, end.Format(time.RFC3339),
-		wait.Round(time.Millisecond))
+		next.Round(time.Millisecond))
 }
 
 // expected is the error of an expected, retryable refusal (a live lease, a pause, a
@@ -597,7 +588,7 @@ func (c *call) refuseUnknown(rec store.Record, said witness.Report) error {
 		if early {
 			call.NotSentCountsFrom = &counts
 		}
-		last := c.lastAttempt()
+		last := c.lastAttempt(delay)
 		if last == "" {
 			msg += retries
 		} else {

@@ -91,7 +91,7 @@ func (c *call) pausedWrite(p store.Pause) error {
 	}
 	msg := fmt.Sprintf("idemgate: paused: %s %s key %s withheld: writes of %s were paused by %s at %s (reason: %s). "+
 		"Withheld call: %s.", c.effect, c.name, c.key, p.Scope(), p.Actor, p.Time.Format(time.RFC3339), p.Reason, call)
-	last := c.lastAttempt()
+	last := c.lastAttempt(wait)
 	if last == "" {
 		msg += fmt.Sprintf(" Temporal retries in %s; the write runs once `idemgate resume %s` lifts the pause.", wait, lift)
 	} else {
