@@ -88,14 +88,18 @@ type Resource struct {
 // resource. Register it for the activities that write to that vendor through this
 // profile (interceptor.Options.Witnesses). It answers only for a record whose
 // evidence (store.Record.Sent) shows that the key left through this profile's
-// transport to the host the lookup asks, and through nothing else:
+// transport to the host the lookup asks, and through nothing else — under every
+// attempt that claimed it since its first (store.Exits: a takeover keeps the
+// evidence of the attempts before it, and an attempt that recorded none may have
+// sent another way):
 //
 //   - a resource found: sent, with Lookup.Read's result (or none);
 //   - nothing under the key, from an Authoritative lookup: not sent;
 //   - nothing, from a lookup that is not authoritative, from a URL the vendor
 //     redirected the lookup to (on the same host), or once the vendor may have
 //     forgotten the key (Lookup.Remembers); no evidence; evidence that
-//     names another profile, another host, or a second way out: cannot tell;
+//     names another profile, another host, or a second way out, or an attempt
+//     that recorded none: cannot tell;
 //   - an error, a status other than 2xx (and AbsentStatus), an answer too large, a
 //     timeout: an error, which settles nothing.
 //
@@ -133,20 +137,29 @@ func (w *lookupWitness) Name() string { return "idemhttp:" + w.p.Name }
 func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answer, error) {
 	rec := q.Record
 	via := w.Name()
-	mine := slices.IndexFunc(rec.Sent, func(s store.Sent) bool { return s.Via == via })
+	// Every exit of every attempt that claimed the key since its first (a takeover
+	// keeps the evidence of the attempts before it): an answer for this profile is
+	// an answer for the write only when the key left through it and nothing else.
+	exits, silent := store.Exits(rec)
+	mine := slices.IndexFunc(exits, func(s store.Sent) bool { return s.Via == via })
 	if mine < 0 {
 		why := "no record that the key left through a keyed transport"
-		if len(rec.Sent) > 0 {
-			why = "the key left through " + sentVia(rec.Sent) + ", not through " + via
+		if len(exits) > 0 {
+			why = "the key left through " + sentVia(exits) + ", not through " + via
 		}
 		return witness.Answer{Verdict: witness.CannotTell, Evidence: why}, nil
 	}
-	host := rec.Sent[mine].Host
-	for _, s := range rec.Sent {
+	host := exits[mine].Host
+	for _, s := range exits {
 		if s.Via != via || s.Host != host {
-			return witness.Answer{Verdict: witness.CannotTell, Evidence: "the key left through " + sentVia(rec.Sent) +
+			return witness.Answer{Verdict: witness.CannotTell, Evidence: "the key left through " + sentVia(exits) +
 				": one vendor's lookup cannot tell for the others"}, nil
 		}
+	}
+	if len(silent) > 0 {
+		return witness.Answer{Verdict: witness.CannotTell, Evidence: fmt.Sprintf("the key left through %s, but %d of "+
+			"the attempts that claimed it recorded no evidence of where it went (claim owners %s): they may have "+
+			"called a vendor without the keyed transport", sentVia(exits), len(silent), strings.Join(silent, ", "))}, nil
 	}
 	vkey, err := w.sh.shape(rec.Key)
 	if err != nil {
@@ -237,10 +250,14 @@ func (w *lookupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answe
 		Evidence: fmt.Sprintf("%s, nothing under vendor key %s, but the lookup is not authoritative (Lookup.Authoritative)", evidence, vkey)}, nil
 }
 
+// sentVia names the exits of the evidence ss, each once (every claim of the key
+// records its own).
 func sentVia(ss []store.Sent) string {
-	parts := make([]string, len(ss))
-	for i, s := range ss {
-		parts[i] = s.Via + " to " + s.Host
+	var parts []string
+	for _, s := range ss {
+		if p := s.Via + " to " + s.Host; !s.Blank() && !slices.Contains(parts, p) {
+			parts = append(parts, p)
+		}
 	}
 	return strings.Join(parts, ", ")
 }

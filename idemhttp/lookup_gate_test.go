@@ -117,7 +117,7 @@ type lookupRun struct {
 	refus []interceptor.Decision // refusals the gate signalled, in order
 }
 
-func (r *lookupRun) run(t *testing.T, opts interceptor.Options, p *simPayments) (simCharge, error) {
+func (r *lookupRun) run(t *testing.T, opts interceptor.Options, p any) (simCharge, error) {
 	t.Helper()
 	opts.Store, opts.Now = r.st, r.clk.Now
 	observe := opts.Observer

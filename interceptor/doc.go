@@ -90,8 +90,10 @@
 // holds the evidence that the key left through a keyed transport (idemhttp, the MCP
 // bridge), which records it in the store just before the key leaves. A body that
 // calls the vendor with a plain http.Client sends no key the vendor could
-// deduplicate on, and its unknown outcome is refused like any other; the re-send
-// also stops at the shortest window the evidence names. Such a re-send is the vendor's
+// deduplicate on, and its unknown outcome is refused like any other. The evidence
+// of every attempt that claimed the key since its first is kept (store.Exits): each
+// of them must have recorded its own, and the re-send stops at the shortest window
+// that any of them names, for it reaches every vendor the key may have reached. Such a re-send is the vendor's
 // deduplication acting as a witness (package witness): a "resent" receipt
 // (store.DecisionResent) beside the takeover names it, Actor "witness:vendor-dedup",
 // with the evidence and the window as its Reason; without that receipt nothing is

@@ -625,24 +625,37 @@ func ceilSecond(d time.Duration) time.Duration {
 // noResend says why a write named in Options.VendorWindows is not re-sent.
 func (c *call) noResend(rec store.Record, w time.Duration) string {
 	ew, ok := store.ResendWindow(rec, w)
+	exits, silent := store.Exits(rec)
 	switch {
-	case len(rec.Sent) == 0:
+	case len(exits) == 0:
 		return fmt.Sprintf(" Options.VendorWindows names %s, but nothing shows that the key left through a keyed "+
 			"transport (idemhttp, the MCP bridge): the body may call the vendor without the key, so the vendor cannot "+
 			"deduplicate a re-send.", c.name)
+	case len(silent) > 0:
+		return fmt.Sprintf(" Options.VendorWindows names %s, and the key left through %s, but %d of the attempts "+
+			"that claimed it since %s recorded no such evidence (claim owners %s): they may have called a vendor "+
+			"without the key, which cannot deduplicate a re-send.", c.name, sentList(exits), len(silent),
+			rec.CreatedAt.Format(time.RFC3339), strings.Join(silent, ", "))
 	case !ok:
 		return fmt.Sprintf(" Options.VendorWindows names %s, but the key left for a vendor that does not deduplicate "+
-			"on it (%s), so a re-send would reach it as a second write.", c.name, sentList(rec.Sent))
+			"on it (%s), so a re-send would reach it as a second write.", c.name, sentList(exits))
 	default:
-		return fmt.Sprintf(" The key left through %s, but the vendor's window (%s from %s) has ended or is about to.",
-			sentList(rec.Sent), ew, rec.CreatedAt.Format(time.RFC3339))
+		return fmt.Sprintf(" The key left through %s, but the shortest of their windows (%s from %s) has ended or is "+
+			"about to.", sentList(exits), ew, rec.CreatedAt.Format(time.RFC3339))
 	}
 }
 
+// sentList names the exits of the evidence ss, each once (the claims of one key
+// record the same exit each time they send).
 func sentList(ss []store.Sent) string {
-	parts := make([]string, len(ss))
-	for i, s := range ss {
-		parts[i] = s.String()
+	var parts []string
+	seen := map[store.Sent]bool{}
+	for _, s := range ss {
+		s.Owner = ""
+		if !s.Blank() && !seen[s] {
+			seen[s] = true
+			parts = append(parts, s.String())
+		}
 	}
 	return strings.Join(parts, ", ")
 }

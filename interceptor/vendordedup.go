@@ -30,8 +30,9 @@ func (c *call) keepsEvidence() bool {
 
 // vendorDedup says whether rec, a destructive write's record whose outcome is
 // unknown, may be re-sent with the same key relying on the vendor's
-// deduplication: only on evidence that the key left through a keyed transport to
-// a vendor that deduplicates on it, inside the shortest window the evidence and
+// deduplication: only on evidence, from every attempt that claimed the key since
+// its first, that the key left through a keyed transport to a vendor that
+// deduplicates on it, inside the shortest window the evidence and
 // Options.VendorWindows name, less twice the clock skew (store.ResendWindow,
 // attempt.InVendorWindow). why is the evidence, for the receipt.
 func (c *call) vendorDedup(rec store.Record) (why string, ok bool) {

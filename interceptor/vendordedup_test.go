@@ -94,7 +94,8 @@ func TestWitnessesGetTheEvidence(t *testing.T) {
 			if _, err := h.run("wf-evidence", call{Activity: "ChargeCard", Charge: charge, MaxAttempts: 2}); err == nil {
 				t.Fatal("the unknown outcome was not refused")
 			}
-			if len(seen) != 1 || seen[0] != (attempt.Sent{Via: "test:vendor", Host: "vendor.test", Window: 24 * time.Hour}) {
+			if len(seen) != 1 || seen[0].Owner == "" ||
+				seen[0] != (attempt.Sent{Via: "test:vendor", Host: "vendor.test", Window: 24 * time.Hour, Owner: seen[0].Owner}) {
 				t.Fatalf("the witness saw evidence %+v, want the keyed transport's", seen)
 			}
 		})

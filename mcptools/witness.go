@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/secrets"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/witness"
 )
 
@@ -21,7 +23,8 @@ import (
 // tool call whose outcome is unknown, it asks the server's Dedup (MethodLookup, over
 // the bridge's session, as the same caller) whether the key acted, without running
 // the tool. It answers only for the bridge's tools and only for records whose
-// evidence (store.Record.Sent) says the key left through this bridge; it says
+// evidence (store.Record.Sent, of every attempt that claimed the key since its
+// first: store.Exits) says the key left through this bridge; it says
 // CannotTell for a server that does not offer the lookup (one without Dedup, one
 // built with another SDK, a Dedup added without Dedup.Install).
 //
@@ -31,8 +34,9 @@ import (
 // Dedup that proves it would have seen the call (LookupNotCalled): it has run since
 // before the key could first have left (the record's CreatedAt less twice
 // clockSkew, the gate's Options.ClockSkew; 0 means interceptor.DefaultClockSkew),
-// within its window. The gate counts a "not sent" only once the attempt's lease
-// passed (store.Settleable).
+// within its window, and only when no attempt since the key's first claim left
+// through another exit or recorded no evidence at all (then CannotTell). The gate
+// counts a "not sent" only once the attempt's lease passed (store.Settleable).
 //
 // Apply registers it for every tool of a server that offers the lookup; register it
 // yourself (interceptor.Options.Witnesses) when you build the options another way.
@@ -63,13 +67,21 @@ func (w *dedupWitness) Ask(ctx context.Context, q witness.Query) (witness.Answer
 	if t == nil {
 		return cannot("%s is not a tool of server %s", rec.Activity, b.server)
 	}
+	// Every exit of every attempt that claimed the key since its first (a takeover
+	// keeps the evidence of the attempts before it); an attempt that recorded none
+	// may have sent another way.
+	exits, silent := store.Exits(rec)
 	ours, others := false, []string(nil)
-	for _, s := range rec.Sent {
+	for _, s := range exits {
 		if s.Via == w.Name() {
 			ours = true
-		} else {
+		} else if !slices.Contains(others, s.Via) {
 			others = append(others, s.Via)
 		}
+	}
+	if len(silent) > 0 {
+		others = append(others, fmt.Sprintf("wherever the %d attempts that recorded no evidence sent it (claim owners %s)",
+			len(silent), strings.Join(silent, ", ")))
 	}
 	if !ours {
 		return cannot("the record of key %s has no evidence that the key left to server %s", rec.Key, b.server)

@@ -1,5 +1,3 @@
-//go:build atkwit
-
 package store_test
 
 import (
@@ -11,17 +9,19 @@ import (
 	"github.com/idemgate/idemgate/store/memory"
 )
 
-// atk-wit finding 1 (open): a takeover drops the evidence of the owners before it
-// (Decide: "Evidence is per owner", next.Sent = nil; PostgreSQL's idemgate_begin
-// empties sent), but keeps MayHaveSent and CreatedAt: the record still stands for
-// every attempt since CreatedAt, while its evidence names only the last owner's
-// exits. An activity that writes to two keyed vendors, P (deduplicates 24 h) and Q
-// (1 h): attempt 1 sends to both and dies; attempt 2 re-sends inside both windows
-// (Options.VendorWindows), reaches P and dies before Q. The record now names P only,
-// so ResendWindow answers P's 24 h: attempt 3, two hours later, re-sends, and Q,
-// whose window has passed, acts a second time. The same record makes P's
-// authoritative lookup (idemhttp.LookupWitness) answer for "the key left through P
-// and nothing else", and its "not sent" releases the key though Q got it.
+// atk-wit finding 1 (fixed): a takeover dropped the evidence of the owners before
+// it (Decide: "Evidence is per owner", next.Sent = nil; PostgreSQL's idemgate_begin
+// emptied sent), but kept MayHaveSent and CreatedAt: the record stood for every
+// attempt since CreatedAt, while its evidence named only the last owner's exits. An
+// activity that writes to two keyed vendors, P (deduplicates 24 h) and Q (1 h):
+// attempt 1 sends to both and dies; attempt 2 re-sends inside both windows
+// (Options.VendorWindows), reaches P and dies before Q. The record named P only, so
+// ResendWindow answered P's 24 h: attempt 3, two hours later, re-sent, and Q, whose
+// window had passed, acted a second time. The same record made P's authoritative
+// lookup (idemhttp.LookupWitness) answer for "the key left through P and nothing
+// else", and its "not sent" released the key though Q got it. Now a takeover keeps
+// every claim's evidence, tagged with its claim, and ResendWindow takes the shortest
+// window of all of them.
 func TestAtkWitTakeoverKeepsEarlierEvidence(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
@@ -60,9 +60,12 @@ func TestAtkWitTakeoverKeepsEarlierEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, ok := store.ResendWindow(rec, 24*time.Hour)
-	if ok && w > q.Window {
+	if !ok || w > q.Window {
 		t.Errorf("after a takeover the record's evidence is %v: ResendWindow allows a re-send for %s from %s, but the "+
 			"key left to %s (window %s) under attempt 1 of the same record: a re-send after %s makes q act twice",
 			rec.Sent, w, rec.CreatedAt.Format(time.RFC3339), q.Host, q.Window, rec.CreatedAt.Add(q.Window).Format(time.RFC3339))
+	}
+	if !ok || w != q.Window {
+		t.Errorf("ResendWindow = %s, %v; want q's window, %s: every claim recorded its exits", w, ok, q.Window)
 	}
 }

@@ -158,8 +158,11 @@ func Decide(existing Record, found bool, c Claim) (outcome Outcome, next Record,
 	next.WorkflowID, next.RunID, next.RootWorkflowID, next.Attempt = c.WorkflowID, c.RunID, c.RootWorkflowID, c.Attempt
 	next.Claims = existing.Claims + 1
 	next.UpdatedAt = c.Now
-	// Evidence is per owner: the new one records its own (ApplySent).
-	next.Sent = nil
+	// The evidence of every owner before is kept, each tagged with its claim, and a
+	// blank for the outgoing claim if it recorded none (keptSent): the record stands
+	// for every attempt since CreatedAt, and a re-send or a witness must see every
+	// exit the key took (ResendWindow, Exits). The new owner records its own.
+	next.Sent = keptSent(existing)
 	// The owner before may have reached the vendor: remember it, keep CreatedAt
 	// (the vendor's window started then), and keep the record while this attempt
 	// may run.

@@ -27,7 +27,10 @@
 // window. And "an earlier attempt may have reached the vendor" (Record.MayHaveSent)
 // only grows: a later attempt's definite failure leaves the key unknown
 // (ReleasedState) and its first-claimed time stays; only a person's Resolve to
-// released clears it.
+// released clears it. So does the evidence that the key left through a keyed
+// transport (Record.Sent): a takeover keeps every earlier claim's, each tagged
+// with its claim, so a re-send and a witness see every exit since the first claim
+// (Exits, ResendWindow).
 //
 // Two kinds of destructive record outlive their window. One whose outcome nobody
 // knows stays until a person resolves it (UnknownOutcome). A finished one of a

@@ -11,6 +11,11 @@ import (
 // bridge) to a vendor that deduplicates on it: the transport records it just before
 // it writes the keyed request. A re-send that relies on the vendor's deduplication
 // (interceptor.Options.VendorWindows) rests on it; see ResendWindow.
+//
+// Each evidence names the claim that recorded it (Owner). A record keeps the
+// evidence of every claim since its CreatedAt: a takeover keeps what the owners
+// before it recorded, and a claim that recorded none leaves a blank (Blank: no Via)
+// in its place, since it may have sent without the keyed transport. See Exits.
 type Sent struct {
 	// Via names the transport and its profile or server ("idemhttp:stripe", "mcp:shop").
 	Via string `json:"via"`
@@ -20,23 +25,37 @@ type Sent struct {
 	// configured (idemhttp.Profile.Window, mcptools.Options.DedupWindow); a very
 	// large value means it never forgets.
 	Window time.Duration `json:"window"`
+	// Owner is the claim that recorded it: its owner's fencing token
+	// (Record.Owner), set by RecordSent (ApplySent). Evidence stored by older
+	// versions has none and counts as the record's current claim's.
+	Owner string `json:"owner,omitempty"`
 }
 
+// Blank reports whether s stands for a claim that recorded no evidence (Owner's):
+// a takeover leaves one for it (Decide). No re-send and no witness's "not sent"
+// rests on a record that holds one: that claim's attempt may have sent without the
+// keyed transport.
+func (s Sent) Blank() bool { return s.Via == "" }
+
 func (s Sent) String() string {
+	if s.Blank() {
+		return fmt.Sprintf("nothing from the claim of owner %s (it may have sent without a keyed transport)", s.Owner)
+	}
 	return fmt.Sprintf("%s to %s (window %s)", s.Via, s.Host, s.Window)
 }
 
 // ApplySent is the rule of Gate.RecordSent: the evidence s joins the record of a
-// claim of owner, once (changed is false when it was there already). Only the
-// current owner of a record in StateClaimed records evidence; anything else is
-// ErrNotOwner — the request is sent all the same, and a later re-send is refused for
-// want of evidence (fail closed). A fresh claim and a takeover start with none:
-// every attempt that may have sent must have sent through the keyed transport.
+// claim of owner, tagged with it (s.Owner = owner), once per claim (changed is
+// false when that claim recorded it already). Only the current owner of a record in
+// StateClaimed records evidence; anything else is ErrNotOwner, and the keyed
+// transport withholds its request. A fresh claim starts with none; a takeover keeps
+// the evidence of the claims before it (Decide), and the new owner records its own.
 func ApplySent(existing Record, owner string, s Sent) (next Record, changed bool, err error) {
 	if existing.Owner != owner || existing.State != StateClaimed {
 		return existing, false, ErrNotOwner
 	}
-	if slices.Contains(existing.Sent, s) {
+	s.Owner = owner
+	if slices.ContainsFunc(existing.Sent, func(e Sent) bool { return ownedBy(e, existing.Owner) == s }) {
 		return existing, false, nil
 	}
 	next = existing
@@ -44,19 +63,85 @@ func ApplySent(existing Record, owner string, s Sent) (next Record, changed bool
 	return next, true, nil
 }
 
+// ownedBy is e with the owner an untagged evidence counts for: the record's
+// current one (owner), who alone could have recorded it since the record's last
+// takeover (older versions emptied the evidence on takeover).
+func ownedBy(e Sent, owner string) Sent {
+	if e.Owner == "" {
+		e.Owner = owner
+	}
+	return e
+}
+
+// ClaimSent is the evidence the current claim of r (r.Owner) recorded.
+func ClaimSent(r Record) []Sent {
+	var out []Sent
+	for _, e := range r.Sent {
+		if e = ownedBy(e, r.Owner); e.Owner == r.Owner && !e.Blank() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// keptSent is the evidence a takeover of existing keeps (Decide): all of it, each
+// tagged with the claim that recorded it (an untagged one is the outgoing owner's),
+// and a blank for the outgoing claim when it recorded none. Evidence is never
+// dropped while the record stands for attempts that may have sent: a re-send and a
+// witness read every exit the key took since CreatedAt (atk-wit finding 1).
+func keptSent(existing Record) []Sent {
+	out := make([]Sent, 0, len(existing.Sent)+1)
+	for _, e := range existing.Sent {
+		out = append(out, ownedBy(e, existing.Owner))
+	}
+	if len(ClaimSent(existing)) == 0 {
+		out = append(out, Sent{Owner: existing.Owner})
+	}
+	return out
+}
+
+// Exits is what r's evidence says of the ways the key left since r.CreatedAt:
+// the evidence of every claim that recorded some (blanks left out), and silent,
+// the owners of the claims that recorded none — the current claim (r.Owner)
+// without evidence of its own, and every claim a takeover left a blank for. Each
+// of those may have sent without the keyed transport, so the evidence names every
+// exit only when silent is empty; a re-send (ResendWindow) and a witness that
+// answers "through this exit and nothing else" need that. A record written before
+// the evidence was kept across takeovers holds its current claim's only, as the
+// takeovers of then left it.
+func Exits(r Record) (exits []Sent, silent []string) {
+	for _, e := range r.Sent {
+		if e = ownedBy(e, r.Owner); e.Blank() {
+			silent = append(silent, e.Owner)
+		} else {
+			exits = append(exits, e)
+		}
+	}
+	if len(ClaimSent(r)) == 0 {
+		silent = append(silent, r.Owner)
+	}
+	return exits, silent
+}
+
 // ResendWindow is the window inside which a destructive write whose outcome is
-// unknown (r) may be re-sent with the same key, relying on the vendor's
-// deduplication, when the gate is configured with window for it: only if r carries
-// evidence that the key left through a keyed transport (Sent), and never longer than
-// the shortest window the evidence names. ok is false without evidence, or when the
-// evidence names a vendor without a window: the write is then refused like any
-// destructive write whose outcome is unknown.
+// unknown (r) may be re-sent with the same key, relying on the vendors'
+// deduplication, when the gate is configured with window for it: only if every
+// claim of r since its CreatedAt (the first claim that may have sent, and every
+// takeover after it) recorded evidence that the key left through a keyed transport
+// (Exits: none silent), and never longer than the shortest window that any of
+// them names — the key may have reached each of those vendors, and the re-send
+// reaches them all again, measured from CreatedAt. ok is false without evidence,
+// when a claim recorded none (its attempt may have sent without the key, to a
+// vendor that cannot deduplicate), or when the evidence names a vendor without a
+// window: the write is then refused like any destructive write whose outcome is
+// unknown.
 func ResendWindow(r Record, window time.Duration) (w time.Duration, ok bool) {
-	if len(r.Sent) == 0 || window <= 0 {
+	exits, silent := Exits(r)
+	if len(exits) == 0 || len(silent) > 0 || window <= 0 {
 		return 0, false
 	}
 	w = window
-	for _, s := range r.Sent {
+	for _, s := range exits {
 		if s.Window <= 0 {
 			return 0, false
 		}

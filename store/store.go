@@ -105,9 +105,11 @@ type Record struct {
 	// ExpiresAt is when the record is forgotten (see Expired): a later Begin treats
 	// it as absent and Sweep removes it. Never before Lease+LeaseMargin of a claim.
 	ExpiresAt time.Time
-	// Sent is the evidence, recorded by the current owner's keyed transport, that
-	// the key left to a vendor that deduplicates on it (see ApplySent, ResendWindow).
-	// A fresh claim and a takeover start with none.
+	// Sent is the evidence, recorded by the keyed transports of the claims since
+	// CreatedAt, each tagged with its claim (Sent.Owner), that the key left to a
+	// vendor that deduplicates on it (see ApplySent, Exits, ResendWindow). A fresh
+	// claim starts with none; a takeover keeps it, with a blank for a claim that
+	// recorded none.
 	Sent []Sent
 }
 
@@ -232,8 +234,9 @@ type Gate interface {
 	Append(ctx context.Context, r Receipt) error
 	// Pauses lists the pauses in force, oldest first.
 	Pauses(ctx context.Context) ([]Pause, error)
-	// RecordSent adds evidence s to the record of key for its current owner (see
-	// ApplySent): a keyed transport calls it just before the key leaves. It is
+	// RecordSent adds evidence s, tagged with owner (s.Owner), to the record of key
+	// for its current owner, once per claim (see ApplySent): a keyed transport
+	// calls it just before the key leaves. It is
 	// committed before it returns, but need not be synced: losing it only makes a
 	// later re-send be refused. ErrNotOwner when owner no longer holds the claim.
 	RecordSent(ctx context.Context, key, owner string, s Sent) error

@@ -4,7 +4,7 @@
 // their events up to a bounded depth.
 //
 // The model calls the real rules (store.Decide, store.Apply, store.ApplyResolve,
-// store.Blocking, store.Expired, store.ApplySent, store.ResendWindow and the gate's
+// store.Blocking, store.Expired, store.ApplySent, store.ResendWindow, store.Exits and the gate's
 // vendor-window rule, gathered in Current), not a copy, so a change of the rules is explored as it is written.
 // Explore walks the state space breadth first with a visited set over a canonical
 // encoding of each state and checks, after every step:
@@ -28,7 +28,15 @@
 //
 // A write whose re-send relies on the vendor sends either through the keyed
 // transport, which records its evidence in the claim first, or (configuration
-// "destructive-vendor-unkeyed") without the key: the gate must then refuse.
+// "destructive-vendor-unkeyed") without the key: the gate must then refuse. In
+// "destructive-two-vendors" (Config.SecondWindow, atk-wit finding 1) it goes to two
+// vendors with different windows, through a keyed transport each, in either order;
+// an attempt may die between its writes, and a write may be lost on its way after
+// its evidence was recorded. Its witness is the first vendor's lookup, which
+// answers only for a key whose evidence (every claim's, store.Exits) names that
+// vendor and nothing else: the model finds the second effect when a takeover
+// drops the evidence of the claims before it
+// (TestExploreFindsTheTakeoverThatDroppedTheEvidence).
 //
 // Witnesses (issue 19, Config.Witness, package witness): "an unknown outcome is
 // settled by the first witness that can tell ... a witness's 'not sent' counts only

@@ -45,14 +45,20 @@ func (v Violation) String() string {
 // attempt's workflow identity) are left out; values that can no longer matter
 // (the vendor's memory of a key it forgot, a finished attempt's lease) are zeroed.
 type stateKey struct {
-	t                       int32
-	found, may, sent        bool
+	t          int32
+	found, may bool
+	// The record's evidence, by vendor (bit v: the model's vendor v): recorded by
+	// the current claim (sentCur), by the claims before it (sentOld); blank: a claim
+	// before recorded none.
+	sentCur, sentOld        uint8
+	blank                   bool
 	st                      uint8
 	owner, claims           int8
 	lease, created, expires int32
 	att                     [maxAttempts]attemptState
-	vendorFirst             int32
-	effects                 int8
+	vendorFirst             [vendors]int32
+	effects                 [vendors]int8
+	seen                    [vendors]bool
 	sentEpoch, maySent      bool
 	ghostCreated, forgetAt  int32
 	closed                  bool
@@ -97,17 +103,28 @@ func stateCode(st store.State) uint8 {
 }
 
 func (m *model) canonical(s *State) stateKey {
-	k := stateKey{t: s.t, found: s.found, vendorFirst: s.vendorFirst, effects: s.effects,
+	k := stateKey{t: s.t, found: s.found, vendorFirst: s.vendorFirst, effects: s.effects, seen: s.seen,
 		sentEpoch: s.sentEpoch, maySent: s.maySent, ghostCreated: s.created, forgetAt: s.forgetAt,
 		wrongNotSent: s.wrongNotSent}
 	if s.found {
 		r := &s.rec
 		k.st, k.owner, k.claims, k.may = stateCode(r.State), int8(m.owner(s)), int8(r.Claims), m.rules.MayHaveSent(*r)
 		k.lease, k.created, k.expires = secs(r.Lease), secs(r.CreatedAt), secs(r.ExpiresAt)
-		k.sent = len(r.Sent) > 0 // the model's transport records one evidence only
+		for _, e := range r.Sent {
+			switch {
+			case e.Blank():
+				k.blank = true
+			case e.Owner == "" || e.Owner == r.Owner:
+				k.sentCur |= m.vendorBit(e)
+			default:
+				k.sentOld |= m.vendorBit(e)
+			}
+		}
 	}
-	if k.vendorFirst >= 0 && s.t >= k.vendorFirst+dsecs(m.cfg.VendorWindow) {
-		k.vendorFirst = -1
+	for v := range m.nVendors() {
+		if f := k.vendorFirst[v]; f >= 0 && s.t >= f+dsecs(m.window(v)) {
+			k.vendorFirst[v] = -1
+		}
 	}
 	if s.t >= k.forgetAt-m.slack {
 		k.forgetAt = 0
@@ -263,4 +280,14 @@ func Sequences(n, depth int, seed uint64, keyOf func(i int) string) []Sequence {
 			Pending: s.found && m.rules.Blocking(s.rec, at(s.t))})
 	}
 	return out
+}
+
+// vendorBit is the bit of the model's vendor that evidence e names.
+func (m *model) vendorBit(e store.Sent) uint8 {
+	for v := range m.nVendors() {
+		if e.Via == m.sent(v).Via {
+			return 1 << v
+		}
+	}
+	panic("idemgate/store/claimmodel: evidence of no vendor of the model: " + e.String())
 }

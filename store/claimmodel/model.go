@@ -65,6 +65,17 @@ type Config struct {
 	// claimed afresh, a WithKey business key used again past its window) — instead
 	// of this write's requests only.
 	WitnessByKey bool
+	// SecondWindow > 0: the write goes to two vendors, each through a keyed
+	// transport of its own (atk-wit finding 1): the first deduplicates on the key
+	// for VendorWindow (the window Options.VendorWindows names), the second for
+	// SecondWindow (shorter). An attempt writes to each once, in either order, and
+	// may die between its writes; a write may also be lost on its way (EvSendLost:
+	// its evidence recorded, the vendor never reached). With Witness, the witness is
+	// the first vendor's lookup (idemhttp.LookupWitness): it tells only when the
+	// record's evidence (Rules.Exits) says the key left to that vendor and nowhere
+	// else, and then says "sent" when a request reached that vendor, else "not
+	// sent"; otherwise it cannot tell.
+	SecondWindow time.Duration
 	// PersonLooks: the answer the reconciler gets is a person's instead (with
 	// Witness): they look the write up at the vendor at one step (EvAsk) and type
 	// `idemgate resolve` at a later one (EvDeliver), which settles by a person's
@@ -110,7 +121,11 @@ func Configs() []Config {
 	// re-created by its root's reset.
 	child := destr
 	child.Name, child.Child, child.Witness = "destructive-child", true, false
-	return []Config{idem, destr, keyed, unkeyed, child}
+	// atk-wit finding 1: a write to two keyed vendors, the first one's lookup as the
+	// witness.
+	two := keyed
+	two.Name, two.SecondWindow, two.Retention = "destructive-two-vendors", 2*time.Minute, 0
+	return []Config{idem, destr, keyed, unkeyed, child, two}
 }
 
 const maxAttempts = 3
@@ -178,12 +193,15 @@ type witnessAsk struct {
 }
 
 type attemptState struct {
-	phase   phase
-	skew    int8 // index into Config.Skews
-	sent    bool
-	retry   bool // claimed by a takeover: idemhttp checks the vendor window
-	excused bool // a person said not-sent while it ran, or its key was forgotten since
-	notSent bool // a witness's "not sent" settled the key while it ran
+	phase phase
+	skew  int8 // index into Config.Skews
+	sent  bool // a request of it reached a vendor
+	// tried: the vendors it wrote to (bit v: vendor v), whether or not the request
+	// reached them; reached: those it reached.
+	tried, reached uint8
+	retry          bool // claimed by a takeover: idemhttp checks the vendor window
+	excused        bool // a person said not-sent while it ran, or its key was forgotten since
+	notSent        bool // a witness's "not sent" settled the key while it ran
 	// personNotSent: a person's "not sent" settled the key while its request was
 	// flying (EvResolveNotSent).
 	personNotSent bool
@@ -201,14 +219,15 @@ type State struct {
 	closed   bool
 	closedAt int32
 	att      [maxAttempts]attemptState
-	// The vendor: when it first saw the key (-1: it does not remember it).
-	vendorFirst int32
+	// The vendors: when each first saw the key (-1: it does not remember it).
+	vendorFirst [vendors]int32
 	// Ghosts of the checks, for the current epoch (since the key was last legitimately forgotten).
-	effects   int8  // vendor effects of attempts not excused
-	sentEpoch bool  // some attempt sent (the vendor saw a request)
-	maySent   bool  // some attempt not excused sent
-	created   int32 // CreatedAt when maySent turned true (-1: none)
-	forgetAt  int32 // the key may be forgotten from then on
+	effects   [vendors]int8 // vendor effects of attempts not excused, per vendor
+	seen      [vendors]bool // a request reached that vendor (this epoch)
+	sentEpoch bool          // some attempt sent (the vendor saw a request)
+	maySent   bool          // some attempt not excused sent
+	created   int32         // CreatedAt when maySent turned true (-1: none)
+	forgetAt  int32         // the key may be forgotten from then on
 	// The witness's answer on its way (Config.Witness). One is enough: answers
 	// about one owner's record can settle it once (a settlement moves the record out
 	// of claimed or unknown, and every later claim has another owner), and a new ask
@@ -255,7 +274,14 @@ const (
 	// EvCannotTell: a witness that cannot tell (or errs, or times out) is asked: it
 	// settles nothing.
 	EvCannotTell
+	// EvSendLost: an attempt's keyed transport records its evidence and writes the
+	// request to Vendor, and the request is lost on its way (Config.SecondWindow):
+	// the vendor never reads it, the attempt cannot tell.
+	EvSendLost
 )
+
+// vendors is how many vendors the model's write may go to (Config.SecondWindow).
+const vendors = 2
 
 // Event is one step: Attempt for the attempt's events, Skew (index) for a claim,
 // To (seconds) for time passing.
@@ -264,6 +290,8 @@ type Event struct {
 	Attempt int8
 	Skew    int8
 	To      int32
+	// Vendor is the vendor an EvSend or EvSendLost writes to (Config.SecondWindow).
+	Vendor int8
 }
 
 var base = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -288,6 +316,9 @@ func newModel(cfg Config, r Rules, key string) *model {
 	if r.SweepAsks == nil { // rules built without it: one workflow, its own root
 		r.SweepAsks = store.ResetBy
 	}
+	if r.Exits == nil { // rules built without it: the evidence as store.Exits reads it
+		r.Exits = store.Exits
+	}
 	m := &model{cfg: cfg, rules: r, key: key}
 	for i := range maxAttempts {
 		m.owners[i] = fmt.Sprintf("a%d", i+1)
@@ -305,7 +336,7 @@ func newModel(cfg Config, r Rules, key string) *model {
 func (m *model) skew() time.Duration { return time.Duration(m.maxSk) * time.Second }
 
 func (m *model) initial() State {
-	return State{vendorFirst: -1, created: -1}
+	return State{vendorFirst: [vendors]int32{-1, -1}, created: -1}
 }
 
 var args = []byte(`{"amount":4200}`)
@@ -376,18 +407,25 @@ func (m *model) events(s *State, horizon int32) []Event {
 				}
 			}
 		case running:
-			if !a.sent && m.maySend(s, i) {
-				evs = append(evs, Event{Kind: EvSend, Attempt: int8(i)})
+			for v := range m.nVendors() {
+				if a.tried&(1<<v) == 0 && m.maySend(s, i, v) {
+					evs = append(evs, Event{Kind: EvSend, Attempt: int8(i), Vendor: int8(v)})
+					if m.cfg.SecondWindow > 0 {
+						evs = append(evs, Event{Kind: EvSendLost, Attempt: int8(i), Vendor: int8(v)})
+					}
+				}
 			}
 			evs = append(evs, Event{Kind: EvCrash, Attempt: int8(i)}, Event{Kind: EvAbandon, Attempt: int8(i)})
-			if a.sent {
+			if a.reached == m.allVendors() {
 				evs = append(evs, Event{Kind: EvComplete, Attempt: int8(i)})
-			} else {
+			} else if a.tried == 0 {
 				evs = append(evs, Event{Kind: EvRelease, Attempt: int8(i)})
 			}
 		case flying:
-			if m.maySend(s, i) {
-				evs = append(evs, Event{Kind: EvSend, Attempt: int8(i)})
+			for v := range m.nVendors() {
+				if m.maySend(s, i, v) {
+					evs = append(evs, Event{Kind: EvSend, Attempt: int8(i), Vendor: int8(v)})
+				}
 			}
 		}
 	}
@@ -434,17 +472,37 @@ func (m *model) askLive(s *State) bool {
 }
 
 // maySend: a running attempt sends until its lease plus the overrun (by its clock);
-// a retry of a destructive write only while idemhttp allows it.
-func (m *model) maySend(s *State, i int) bool {
+// a retry of a destructive write to vendor v only while its keyed transport
+// (idemhttp, the MCP bridge) allows it: inside that vendor's window.
+func (m *model) maySend(s *State, i, v int) bool {
 	a := s.att[i]
 	clock := s.t + m.skews[a.skew]
 	if clock >= a.lease+dsecs(m.cfg.Overrun) {
 		return false
 	}
 	if a.retry && m.cfg.Effect == "destructive" && !m.cfg.Unkeyed {
-		return m.cfg.VendorWindow > 0 && m.rules.Resend(at(a.first), at(clock), m.cfg.VendorWindow, m.skew())
+		return m.cfg.VendorWindow > 0 && m.rules.Resend(at(a.first), at(clock), m.window(v), m.skew())
 	}
 	return true
+}
+
+// nVendors is how many vendors the write goes to: two with Config.SecondWindow.
+func (m *model) nVendors() int {
+	if m.cfg.SecondWindow > 0 {
+		return 2
+	}
+	return 1
+}
+
+// allVendors is the bit set of every vendor the write goes to.
+func (m *model) allVendors() uint8 { return 1<<m.nVendors() - 1 }
+
+// window is how long vendor v deduplicates on the key.
+func (m *model) window(v int) time.Duration {
+	if v == 1 {
+		return m.cfg.SecondWindow
+	}
+	return m.cfg.VendorWindow
 }
 
 // times are the true times worth moving to: each boundary of a rule, as each worker
@@ -455,16 +513,20 @@ func (m *model) times(s *State, horizon int32) []int32 {
 		r := &s.rec
 		l := secs(r.Lease)
 		bs = append(bs, l, l+dsecs(keepMargin), secs(r.ExpiresAt))
-		if vw := m.cfg.VendorWindow; vw > 0 {
-			c := secs(r.CreatedAt)
-			bs = append(bs, c+dsecs(vw), c+dsecs(vw-m.rules.ResendMargin(m.skew())))
+		for v := range m.nVendors() {
+			if vw := m.window(v); vw > 0 {
+				c := secs(r.CreatedAt)
+				bs = append(bs, c+dsecs(vw), c+dsecs(vw-m.rules.ResendMargin(m.skew())))
+			}
 		}
 	}
 	for i := range m.cfg.Leases {
 		if a := s.att[i]; a.phase == running || a.phase == flying {
 			bs = append(bs, a.lease, a.lease+dsecs(m.cfg.Overrun))
-			if vw := m.cfg.VendorWindow; vw > 0 && a.retry {
-				bs = append(bs, a.first+dsecs(vw), a.first+dsecs(vw-m.rules.ResendMargin(m.skew())))
+			for v := range m.nVendors() {
+				if vw := m.window(v); vw > 0 && a.retry {
+					bs = append(bs, a.first+dsecs(vw), a.first+dsecs(vw-m.rules.ResendMargin(m.skew())))
+				}
 			}
 		}
 	}
@@ -476,9 +538,11 @@ func (m *model) times(s *State, horizon int32) []int32 {
 			}
 		}
 	}
-	if s.vendorFirst >= 0 {
-		if t := s.vendorFirst + dsecs(m.cfg.VendorWindow); t > s.t && t <= horizon {
-			out = append(out, t)
+	for v := range m.nVendors() {
+		if f := s.vendorFirst[v]; f >= 0 {
+			if t := f + dsecs(m.window(v)); t > s.t && t <= horizon {
+				out = append(out, t)
+			}
 		}
 	}
 	if s.closed {
@@ -522,8 +586,11 @@ const (
 	OpSent     OpKind = "RecordSent"
 )
 
-// sent is the evidence the model's keyed transport records.
-func (m *model) sent() store.Sent {
+// sent is the evidence the model's keyed transport to vendor v records.
+func (m *model) sent(v int) store.Sent {
+	if v == 1 {
+		return store.Sent{Via: "idemhttp:second", Host: "second.example", Window: m.cfg.SecondWindow}
+	}
 	return store.Sent{Via: "idemhttp:vendor", Host: "vendor.example", Window: m.cfg.VendorWindow}
 }
 
@@ -592,7 +659,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 			if out == store.OutcomeClaimed && s.t >= s.forgetAt-m.slack {
 				reset = true
-				s.effects, s.sentEpoch, s.maySent, s.created = 0, false, false, -1
+				s.effects, s.seen, s.sentEpoch, s.maySent, s.created = [vendors]int8{}, [vendors]bool{}, false, false, -1
 				for j := range s.att {
 					s.att[j].excused = true
 				}
@@ -607,19 +674,28 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			}
 			s.forgetAt = max(s.forgetAt, s.t+dsecs(m.cfg.Window), a.lease+dsecs(keepMargin))
 		}
-	case EvSend:
+	case EvSend, EvSendLost:
 		a := &s.att[i]
+		v := int(e.Vendor)
 		if m.cfg.VendorWindow > 0 && !m.cfg.Unkeyed {
 			// The keyed transport records the evidence, then writes the request.
 			err := store.ErrNotOwner
 			if s.found {
 				var next store.Record
 				var changed bool
-				if next, changed, err = m.rules.ApplySent(s.rec, m.owners[i], m.sent()); changed {
+				if next, changed, err = m.rules.ApplySent(s.rec, m.owners[i], m.sent(v)); changed {
 					s.rec = next
 				}
 			}
-			p.op(Op{Kind: OpSent, Transition: store.Transition{Key: m.key, Owner: m.owners[i]}, Sent: m.sent(), Err: err}, &s)
+			p.op(Op{Kind: OpSent, Transition: store.Transition{Key: m.key, Owner: m.owners[i]}, Sent: m.sent(v), Err: err}, &s)
+		}
+		a.tried |= 1 << v
+		if a.phase == flying {
+			a.phase = done // its one request landed
+		}
+		if e.Kind == EvSendLost {
+			p.sayf("a%d writes to vendor %d; the request is lost on its way", i+1, v+1)
+			break
 		}
 		late := s.t+m.skews[a.skew] >= a.lease
 		if a.notSent {
@@ -635,9 +711,8 @@ func (m *model) step(s State, e Event, p *stepper) State {
 			s.ask.inTime = true
 		}
 		a.sent, s.sentEpoch, s.everSent = true, true, true
-		if a.phase == flying {
-			a.phase = done // its one request landed
-		}
+		a.reached |= 1 << v
+		s.seen[v] = true
 		if !a.excused && !s.maySent {
 			s.maySent, s.created = true, -1
 			if s.found {
@@ -646,16 +721,20 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		}
 		effect := true
 		if m.cfg.VendorWindow > 0 && !m.cfg.Unkeyed {
-			if s.vendorFirst >= 0 && s.t < s.vendorFirst+dsecs(m.cfg.VendorWindow) {
+			if f := s.vendorFirst[v]; f >= 0 && s.t < f+dsecs(m.window(v)) {
 				effect = false
 			} else {
-				s.vendorFirst = s.t
+				s.vendorFirst[v] = s.t
 			}
 		}
 		if effect && !a.excused {
-			s.effects++
+			s.effects[v]++
 		}
-		p.sayf("a%d sends (vendor effect: %v)", i+1, effect)
+		if m.nVendors() > 1 {
+			p.sayf("a%d sends to vendor %d (vendor effect: %v)", i+1, v+1, effect)
+		} else {
+			p.sayf("a%d sends (vendor effect: %v)", i+1, effect)
+		}
 	case EvCrash:
 		s.att[i].phase = done
 		p.sayf("a%d crashes", i+1)
@@ -667,7 +746,7 @@ func (m *model) step(s State, e Event, p *stepper) State {
 		switch e.Kind {
 		case EvAbandon:
 			to, kind, d = store.StateUnknown, OpAbandon, store.DecisionUnknown
-			if !a.sent {
+			if a.tried == 0 {
 				a.phase = flying
 			}
 		case EvComplete:
@@ -762,6 +841,15 @@ func (m *model) step(s State, e Event, p *stepper) State {
 	case EvAsk:
 		clock := s.t + m.skews[e.Skew]
 		sent := s.sentEpoch || m.cfg.WitnessByKey && s.everSent
+		if m.cfg.SecondWindow > 0 {
+			// The first vendor's lookup: it tells only for a key that left to it and
+			// nowhere else (idemhttp.LookupWitness on the record's evidence).
+			if !m.lookupTells(s.rec) {
+				p.sayf("the first vendor's lookup (clock %+ds) cannot tell: the evidence names another way out", m.skews[e.Skew])
+				break
+			}
+			sent = s.seen[0]
+		}
 		s.ask = witnessAsk{on: true, sent: sent, owner: int8(m.owner(&s)), skew: e.Skew, at: clock}
 		who := "a reconciler (clock %+ds) asks the witness"
 		if m.cfg.PersonLooks {
@@ -865,7 +953,7 @@ func errText(err error) string {
 
 // check runs the invariants on the state reached.
 func (m *model) check(prev, s *State, person, reset bool, p *stepper) {
-	if m.cfg.Effect == "destructive" && s.effects > 1 {
+	if m.cfg.Effect == "destructive" && slices.ContainsFunc(s.effects[:], func(n int8) bool { return n > 1 }) {
 		p.violate(SentTwice)
 	}
 	probe := m.claim(0, s.t, "h2")
@@ -909,4 +997,20 @@ func (m *model) resetHeld(s *State) bool {
 // here, not store.UnknownOutcome: the model checks the rules, it does not borrow them.
 func unknownOutcome(r store.Record) bool {
 	return r.Effect == "destructive" && (r.State == store.StateUnknown || r.State == store.StateClaimed)
+}
+
+// lookupTells reports whether the first vendor's lookup (Config.SecondWindow with
+// Witness) answers for r's write: r's evidence (Rules.Exits) names that vendor and
+// no other way out, and no claim that recorded none.
+func (m *model) lookupTells(r store.Record) bool {
+	exits, silent := m.rules.Exits(r)
+	if len(exits) == 0 || len(silent) > 0 {
+		return false
+	}
+	for _, e := range exits {
+		if e.Via != m.sent(0).Via {
+			return false
+		}
+	}
+	return true
 }

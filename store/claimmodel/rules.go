@@ -41,6 +41,10 @@ type Rules struct {
 	// that relies on the vendor's deduplication may happen, and whether the record's
 	// evidence allows one at all.
 	ResendWindow func(r store.Record, window time.Duration) (time.Duration, bool)
+	// Exits is how a witness that answers "through this exit and nothing else"
+	// (idemhttp.LookupWitness) reads the record's evidence: every exit recorded, and
+	// the claims that recorded none (store.Exits). nil means store.Exits.
+	Exits func(r store.Record) (exits []store.Sent, silent []string)
 }
 
 // Current returns the rules of package store as they are.
@@ -58,5 +62,6 @@ func Current() Rules {
 		MayHaveSent:  func(r store.Record) bool { return r.MayHaveSent },
 		ApplySent:    store.ApplySent,
 		ResendWindow: store.ResendWindow,
+		Exits:        store.Exits,
 	}
 }

@@ -402,9 +402,10 @@ const recordColumnsV7 = `key, activity, effect, args_hash, args, state, owner, l
 
 // A schema of every earlier version opens under version 8: its records carry no
 // evidence that a key left through a keyed transport (an unknown destructive
-// outcome is refused, not re-sent), evidence is recorded for the owner only, a
-// takeover starts without it (the new idemgate_begin), and the schema gets an
-// identity, created once: the same after a reopen, another in another schema.
+// outcome is refused, not re-sent), evidence is recorded for the owner only, and
+// the schema gets an identity, created once: the same after a reopen, another in
+// another schema. (Since version 12 a takeover keeps the evidence of the claims
+// before it, and a blank for a claim that recorded none: TestMigrateToVersion12.)
 func TestMigrateToVersion8(t *testing.T) {
 	ctx := context.Background()
 	at := func(sec int) time.Time { return time.Date(2026, 11, 29, 12, 0, sec, 0, time.UTC) }
@@ -450,12 +451,15 @@ func TestMigrateToVersion8(t *testing.T) {
 		if err := s.Abandon(ctx, store.Transition{Key: "k1", Owner: "o2", Now: at(11)}); err != nil {
 			t.Fatal(err)
 		}
-		if r, err := s.Get(ctx, "k1"); err != nil || !reflect.DeepEqual(r.Sent, []store.Sent{e}) {
-			t.Fatalf("version %d: evidence = %+v, %v; want it once", from, r.Sent, err)
+		mine := e
+		mine.Owner = "o2"
+		want := []store.Sent{{Owner: "o1"}, mine} // o1's claim recorded none
+		if r, err := s.Get(ctx, "k1"); err != nil || !reflect.DeepEqual(r.Sent, want) {
+			t.Fatalf("version %d: evidence = %+v, %v; want %+v (o2's once)", from, r.Sent, err, want)
 		}
 		c.Owner, c.Now, c.Lease = "o3", at(20), at(80)
-		if _, rec, err := s.Begin(ctx, c); err != nil || len(rec.Sent) != 0 {
-			t.Fatalf("version %d: a takeover kept the evidence: %+v, %v", from, rec.Sent, err)
+		if _, rec, err := s.Begin(ctx, c); err != nil || !reflect.DeepEqual(rec.Sent, want) {
+			t.Fatalf("version %d: a takeover kept the evidence %+v, %v; want %+v", from, rec.Sent, err, want)
 		}
 		s.Close()
 		s, err = Open(ctx, sd)
@@ -593,5 +597,76 @@ func TestMigrateToVersion11(t *testing.T) {
 			}
 		}
 		s.Close()
+	}
+}
+
+// A schema of version 11 opens under version 12 with its evidence as it was: an
+// unknown record's untagged evidence (stored before the claim tag) is its current
+// claim's, so its re-send window still stands; a takeover by the new idemgate_begin
+// keeps it, tagged with the owner it takes over from, and the new owner's own
+// evidence joins it, once per claim; a second takeover keeps both and leaves a blank
+// for a claim that recorded nothing, so no re-send rests on the record after it.
+func TestMigrateToVersion12(t *testing.T) {
+	ctx := context.Background()
+	at := func(sec int) time.Time { return time.Date(2026, 11, 29, 12, 0, sec, 0, time.UTC) }
+	sd, _, _ := oldSchema(t, 11, `INSERT INTO idemgate_records (`+recordColumnsV7+`, sent) VALUES
+		('k1', 'ChargeCard', 'destructive', 'h', '\x5b315d', 'unknown', 'o1', '2026-11-29 12:00:01Z', NULL, false,
+		 'wf', 'run', 1, 1, '2026-11-29 12:00:01Z', '2026-11-29 12:00:02Z', '2099-01-01 00:00:00Z', true,
+		 '[{"via":"idemhttp:p","host":"p.example","window":86400000000000},{"via":"mcp:q","host":"q","window":3600000000000}]')`)
+	s, err := Open(ctx, sd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := store.Sent{Via: "idemhttp:p", Host: "p.example", Window: 24 * time.Hour}
+	q := store.Sent{Via: "mcp:q", Host: "q", Window: time.Hour}
+	r, err := s.Get(ctx, "k1")
+	if err != nil || !reflect.DeepEqual(r.Sent, []store.Sent{p, q}) {
+		t.Fatalf("the old record's evidence = %+v, %v; want it untagged as stored", r.Sent, err)
+	}
+	if w, ok := store.ResendWindow(r, 48*time.Hour); !ok || w != time.Hour {
+		t.Fatalf("ResendWindow of the old record = %s, %v; want q's hour (its current claim's evidence)", w, ok)
+	}
+	tag := func(e store.Sent, owner string) store.Sent { e.Owner = owner; return e }
+	c := store.Claim{Key: "k1", Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h", Owner: "o2", Now: at(10),
+		Lease: at(70), Window: time.Hour, TakeOver: true}
+	want := []store.Sent{tag(p, "o1"), tag(q, "o1")}
+	if o, rec, err := s.Begin(ctx, c); err != nil || o != store.OutcomeTakenOver || !reflect.DeepEqual(rec.Sent, want) {
+		t.Fatalf("takeover = %s, %+v, %v; want the evidence kept, tagged o1: %+v", o, rec.Sent, err, want)
+	}
+	for range 2 {
+		if err := s.RecordSent(ctx, "k1", "o2", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Abandon(ctx, store.Transition{Key: "k1", Owner: "o2", Now: at(11)}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, tag(p, "o2"))
+	r, err = s.Get(ctx, "k1")
+	if err != nil || !reflect.DeepEqual(r.Sent, want) {
+		t.Fatalf("evidence = %+v, %v; want %+v", r.Sent, err, want)
+	}
+	if w, ok := store.ResendWindow(r, 48*time.Hour); !ok || w != time.Hour {
+		t.Fatalf("ResendWindow after o2 re-sent through p only = %s, %v; want q's hour: o1 reached q", w, ok)
+	}
+	c.Owner, c.Now, c.Lease = "o3", at(20), at(80)
+	if _, _, err := s.Begin(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Abandon(ctx, store.Transition{Key: "k1", Owner: "o3", Now: at(21)}); err != nil {
+		t.Fatal(err)
+	}
+	c.Owner, c.Now, c.Lease = "o4", at(30), at(90)
+	if _, rec, err := s.Begin(ctx, c); err != nil || !reflect.DeepEqual(rec.Sent, append(want, store.Sent{Owner: "o3"})) {
+		t.Fatalf("the takeover of a claim without evidence keeps %+v, %v; want a blank for o3 after %+v", rec.Sent, err, want)
+	}
+	if err := s.RecordSent(ctx, "k1", "o4", p); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(ctx, "k1"); err != nil {
+		t.Fatal(err)
+	} else if w, ok := store.ResendWindow(r, 48*time.Hour); ok {
+		t.Fatalf("ResendWindow = %s past o3's blank; want none", w)
 	}
 }

@@ -251,6 +251,7 @@ const recordSentSQL = `UPDATE idemgate_records SET sent = CASE
 
 // RecordSent adds evidence to the record of key for its owner; see store.ApplySent.
 func (s *Store) RecordSent(ctx context.Context, key, owner string, e store.Sent) error {
+	e.Owner = owner // tagged with its claim, once per claim (store.ApplySent)
 	tag, err := s.pool.Exec(ctx, recordSentSQL, key, owner, store.EncodeSent([]store.Sent{e}))
 	if err != nil {
 		return s.fail("record the sent evidence in", err)

@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and understands.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // migrateLock is the advisory lock key every opener takes while it checks and
 // migrates the schema: "idemgate" in ASCII.
@@ -347,6 +347,11 @@ var migrations = []string{
 // without a scan; the steps' own receipts are not written into it. The refusals
 // of claims in flight are indexed by key, so Pending asks the receipts about a
 // destructive claim within its lease only when one was refused.
+//
+// 12: a takeover keeps the evidence of the claims before it (atk-wit finding 1):
+// idemgate_begin of version 10 with the takeover's emptying of sent replaced by
+// keptSentSQL, replaced in place. Evidence stored before has no claim tag and
+// counts as its record's current claim's (store.Exits), so no record is rewritten.
 func init() {
 	migrations = append(migrations, beginV6())
 	migrations = append(migrations, beginV7())
@@ -357,6 +362,33 @@ func init() {
 	CREATE INDEX idemgate_records_closed ON idemgate_records (expires_at, key) WHERE state IN ('completed', 'released');
 	CREATE INDEX idemgate_receipts_decision_rare ON idemgate_receipts (decision, id) WHERE decision NOT IN ('claimed', 'ran');
 	CREATE INDEX idemgate_receipts_refusals ON idemgate_receipts (key) WHERE decision = 'refused-in-flight';`)
+	migrations = append(migrations, beginV12())
+}
+
+// keptSentSQL is store.Decide's takeover of the evidence (keptSent) in SQL, over
+// the record r it takes over: every evidence in its order, an untagged one (stored
+// before version 12) tagged with r's owner, and a blank for r's owner when its claim
+// recorded none (store.ClaimSent).
+const keptSentSQL = `(SELECT jsonb_agg(k.e ORDER BY k.n)::text FROM (
+					SELECT s.n, CASE WHEN coalesce(s.e->>'owner', '') = '' THEN s.e || jsonb_build_object('owner', r.owner)
+						ELSE s.e END
+					FROM jsonb_array_elements(coalesce(nullif(r.sent, '')::jsonb, '[]'::jsonb)) WITH ORDINALITY AS s(e, n)
+					UNION ALL
+					SELECT 9223372036854775807, jsonb_build_object('via', '', 'host', '', 'window', 0, 'owner', r.owner)
+					WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(nullif(r.sent, '')::jsonb, '[]'::jsonb)) AS c(e)
+						WHERE coalesce(c.e->>'owner', '') IN ('', r.owner) AND coalesce(c.e->>'via', '') <> '')
+				) AS k(n, e))`
+
+// beginV12 is migration 12, built from migration 10's idemgate_begin.
+func beginV12() string {
+	v10 := migrations[9]
+	i := strings.Index(v10, "CREATE FUNCTION idemgate_begin(")
+	takeOver := takeOverV7 + " sent = '',"
+	if i < 0 || strings.Count(v10[i:], takeOver) != 1 || len(migrations) != 11 {
+		panic("idemgate/store/postgres: migration 10 changed shape; migration 12 is built from it")
+	}
+	fn := "CREATE OR REPLACE FUNCTION" + v10[i+len("CREATE FUNCTION"):]
+	return strings.Replace(fn, takeOver, takeOverV7+"\n\t\t\t\tsent = "+keptSentSQL+",", 1)
 }
 
 // beginV6 is migration 6, built from migration 4's idemgate_begin.

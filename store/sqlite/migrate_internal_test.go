@@ -513,6 +513,7 @@ func TestMigrateToVersion8(t *testing.T) {
 		if s.Identity() != id {
 			t.Fatalf("version %d: identity after a reopen %q, want %q", from, s.Identity(), id)
 		}
+		e.Owner = "o2" // tagged with its claim (store.ApplySent)
 		if r, err := s.Get(ctx, "k2"); err != nil || !reflect.DeepEqual(r.Sent, []store.Sent{e}) {
 			t.Fatalf("version %d: evidence after a reopen: %+v, %v", from, r.Sent, err)
 		}

@@ -50,6 +50,7 @@ var gateTests = []struct {
 	{"StepsStoreWhatDecideAndApplySay", testStepsMatchRules},
 	{"MayHaveSentAfterLeasePassed", testMayHaveSentAfterLease},
 	{"SentEvidenceIsTheOwners", testSentEvidence},
+	{"TakeoverKeepsEveryClaimsEvidence", testTakeoverKeepsEvidence},
 	{"IdentityIsKept", testIdentity},
 }
 
@@ -1961,13 +1962,15 @@ func testPruneBesideClaims(t *testing.T, s store.Store, k *keys) {
 }
 
 // Evidence that the key left through a keyed transport (store.ApplySent) is
-// recorded for the claim's current owner only, once per vendor, kept by the moves
-// after it, and started anew by a takeover and by a fresh claim.
+// recorded for the claim's current owner only, tagged with it, once per vendor,
+// and kept by the moves after it; a takeover keeps it too (store.Decide: see
+// TakeoverKeepsEveryClaimsEvidence).
 func testSentEvidence(t *testing.T, s store.Gate, k *keys) {
 	ctx := context.Background()
 	key := k.key("sent")
 	e1 := store.Sent{Via: "idemhttp:stripe", Host: "api.stripe.com", Window: 24 * time.Hour}
 	e2 := store.Sent{Via: "mcp:shop", Host: "shop.example:8443", Window: time.Duration(1<<63 - 1)}
+	of := func(e store.Sent, owner string) store.Sent { e.Owner = owner; return e }
 	if err := s.RecordSent(ctx, key, "a", e1); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("RecordSent without a record = %v, want ErrNotOwner", err)
 	}
@@ -1985,13 +1988,14 @@ func testSentEvidence(t *testing.T, s store.Gate, k *keys) {
 	}
 	want, _, _ := store.ApplySent(rec, "a", e1)
 	want, _, _ = store.ApplySent(want, "a", e2)
-	if got := get(t, s, key); !sameRecord(got, want) || !reflect.DeepEqual(got.Sent, []store.Sent{e1, e2}) {
+	mine := []store.Sent{of(e1, "a"), of(e2, "a")}
+	if got := get(t, s, key); !sameRecord(got, want) || !reflect.DeepEqual(got.Sent, mine) {
 		t.Fatalf("after RecordSent the record is %+v, want store.ApplySent's %+v", got, want)
 	}
 	if err := s.Abandon(ctx, tr(key, "a", t0.Add(time.Second), store.DecisionUnknown)); err != nil {
 		t.Fatal(err)
 	}
-	if got := get(t, s, key); !reflect.DeepEqual(got.Sent, []store.Sent{e1, e2}) {
+	if got := get(t, s, key); !reflect.DeepEqual(got.Sent, mine) {
 		t.Fatalf("Abandon lost the evidence: %v", got.Sent)
 	}
 	if err := s.RecordSent(ctx, key, "a", e1); !errors.Is(err, store.ErrNotOwner) {
@@ -2000,16 +2004,79 @@ func testSentEvidence(t *testing.T, s store.Gate, k *keys) {
 	if w, ok := store.ResendWindow(get(t, s, key), 48*time.Hour); !ok || w != 24*time.Hour {
 		t.Fatalf("ResendWindow = %v, %v; want the shortest window of the evidence, 24h", w, ok)
 	}
-	c := claim(key, "b", "h1", t0.Add(2*time.Minute))
-	c.TakeOver, c.Attempt, c.RunID = true, 2, "run-2"
-	if rec := begin(t, s, c, store.OutcomeTakenOver); len(rec.Sent) != 0 {
-		t.Fatalf("a takeover kept the earlier owner's evidence %v", rec.Sent)
+}
+
+// A takeover keeps the evidence of every claim before it (store.Decide), each
+// tagged with its claim, and a blank for a claim that recorded none: a re-send
+// relying on the vendors' windows (store.ResendWindow) needs evidence from every
+// claim since the first, and takes the shortest window of all (atk-wit finding 1:
+// an activity writes to P, 24 h, and Q, 1 h; attempt 1 reaches both, attempt 2
+// re-sends, reaches P only; the record must still name Q).
+func testTakeoverKeepsEvidence(t *testing.T, s store.Gate, k *keys) {
+	ctx := context.Background()
+	key := k.key("sent-kept")
+	p := store.Sent{Via: "idemhttp:p", Host: "p.example", Window: 24 * time.Hour}
+	q := store.Sent{Via: "idemhttp:q", Host: "q.example", Window: time.Hour}
+	of := func(e store.Sent, owner string) store.Sent { e.Owner = owner; return e }
+	takeOver := func(owner string, at time.Time, attempt int32) store.Record {
+		t.Helper()
+		c := claim(key, owner, "h1", at)
+		c.TakeOver, c.Attempt, c.RunID = true, attempt, "run-"+owner
+		return begin(t, s, c, store.OutcomeTakenOver)
 	}
-	if got := get(t, s, key); len(got.Sent) != 0 {
-		t.Fatalf("after a takeover the record carries evidence %v", got.Sent)
+	sendAll := func(owner string, es ...store.Sent) {
+		t.Helper()
+		for _, e := range es {
+			if err := s.RecordSent(ctx, key, owner, e); err != nil {
+				t.Fatalf("RecordSent(%s, %v): %v", owner, e, err)
+			}
+		}
 	}
-	if _, ok := store.ResendWindow(get(t, s, key), time.Hour); ok {
-		t.Fatal("ResendWindow allows a re-send without evidence")
+	abandon := func(owner string, at time.Time) {
+		t.Helper()
+		if err := s.Abandon(ctx, tr(key, owner, at, store.DecisionUnknown)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resend := func(want time.Duration, wantOK bool) {
+		t.Helper()
+		r := get(t, s, key)
+		if w, ok := store.ResendWindow(r, 48*time.Hour); ok != wantOK || w != want {
+			t.Fatalf("ResendWindow = %s, %v on %+v; want %s, %v", w, ok, r.Sent, want, wantOK)
+		}
+	}
+	begin(t, s, claim(key, "a", "h1", t0), store.OutcomeClaimed)
+	sendAll("a", p, q)
+	abandon("a", t0.Add(time.Second))
+	kept := []store.Sent{of(p, "a"), of(q, "a")}
+	if rec := takeOver("b", t0.Add(30*time.Minute), 2); !reflect.DeepEqual(rec.Sent, kept) {
+		t.Fatalf("the takeover returned evidence %+v, want a's kept: %+v", rec.Sent, kept)
+	}
+	if got := get(t, s, key); !reflect.DeepEqual(got.Sent, kept) {
+		t.Fatalf("after the takeover the record's evidence is %+v, want %+v", got.Sent, kept)
+	}
+	resend(0, false) // b recorded nothing yet: it may send without the keyed transport
+	sendAll("b", p, p)
+	abandon("b", t0.Add(31*time.Minute))
+	kept = append(kept, of(p, "b"))
+	if got := get(t, s, key); !reflect.DeepEqual(got.Sent, kept) {
+		t.Fatalf("b's evidence: the record holds %+v, want %+v", got.Sent, kept)
+	}
+	resend(time.Hour, true) // q's hour: a reached q, though b did not
+
+	// c takes over and dies before its keyed transport records anything; d's
+	// takeover leaves a blank for c, and no evidence of d's makes up for it.
+	takeOver("c", t0.Add(40*time.Minute), 3)
+	abandon("c", t0.Add(41*time.Minute))
+	kept = append(kept, store.Sent{Owner: "c"})
+	if rec := takeOver("d", t0.Add(50*time.Minute), 4); !reflect.DeepEqual(rec.Sent, kept) {
+		t.Fatalf("the takeover of a claim without evidence returned %+v, want %+v", rec.Sent, kept)
+	}
+	sendAll("d", p, q)
+	abandon("d", t0.Add(51*time.Minute))
+	resend(0, false)
+	if got := get(t, s, key); !reflect.DeepEqual(got.Sent, append(kept, of(p, "d"), of(q, "d"))) {
+		t.Fatalf("the record's evidence is %+v", got.Sent)
 	}
 }
 
