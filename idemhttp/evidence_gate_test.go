@@ -191,3 +191,41 @@ func TestTwoVendorsLookupSeesEveryAttemptsExits(t *testing.T) {
 		t.Errorf("the card processor acted %d times; its requests were all lost", r.w.Payments.Total())
 	}
 }
+
+// TestLookupWitnessNeedsEveryClaimsEvidence: the lookup answers for the write only
+// when every attempt since the key's first claim recorded where its key went. A
+// record whose current attempt recorded nothing (it may have called the vendor
+// without idemhttp), or that holds a blank for an earlier attempt that recorded
+// nothing (store.Exits), cannot tell — and the vendor is not asked.
+func TestLookupWitnessNeedsEveryClaimsEvidence(t *testing.T) {
+	w := startWorld(t)
+	lw := mustLookup(t, idemhttp.Stripe, chargeLookup(w.Payments.URL))
+	p := store.Sent{Via: "idemhttp:stripe", Host: hostOf(t, w.Payments.URL), Window: idemhttp.Stripe.Window}
+	earlier := p
+	earlier.Owner = "a1"
+	current := p
+	current.Owner = "a2"
+	for name, sent := range map[string][]store.Sent{
+		"the current attempt recorded nothing":     {earlier},
+		"an earlier attempt recorded nothing":      {{Owner: "a1"}, current},
+		"the attempt before that recorded nothing": {{Owner: "a0"}, earlier, current},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := unknownRecord("order-9/charge", sent...)
+			rec.Owner = "a2"
+			a, err := lw.Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()})
+			if err != nil || a.Verdict != witness.CannotTell || !strings.Contains(a.Evidence, "recorded no evidence") {
+				t.Fatalf("answer %+v, %v; want cannot tell: an attempt recorded no evidence", a, err)
+			}
+		})
+	}
+	if n := w.Payments.Lookups(); n != 0 {
+		t.Fatalf("the vendor was asked %d times", n)
+	}
+	// Every attempt recorded the key leaving through this profile: the lookup tells.
+	rec := unknownRecord("order-9/charge", earlier, current)
+	rec.Owner = "a2"
+	if a, err := lw.Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()}); err != nil || a.Verdict != witness.NotSent {
+		t.Fatalf("answer %+v, %v; want not sent (nothing under the key, an authoritative lookup)", a, err)
+	}
+}
