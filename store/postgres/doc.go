@@ -43,7 +43,9 @@
 // receipt (what Pending asks about a destructive claim within its lease). Sweep
 // deletes expired records in bounded batches, the
 // open ones found through the open index, and skips rows a Begin holds. The server's
-// default isolation (READ COMMITTED) is assumed.
+// default isolation (READ COMMITTED) is assumed. A takeover keeps the evidence of
+// the claims before it (schema version 12: store.Decide's keptSent in
+// idemgate_begin, over the sent column's JSON).
 //
 // # Outages
 //
