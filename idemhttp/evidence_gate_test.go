@@ -48,13 +48,13 @@ func (a *chargeAndTicket) ChargeCard(ctx context.Context, amount float64) (simCh
 			return deliver
 		}}
 		c := &http.Client{Transport: idemhttp.NewTransport(pnet, a.p)}
-		if err := post(ctx, c, a.r.w.Payments.URL+"/v1/charges", map[string]any{"customer": "cus_1", "amount": amount, "currency": "usd"}, &out); err != nil && !a.lost[n] {
+		if err := postJSON(ctx, c, a.r.w.Payments.URL+"/v1/charges", map[string]any{"customer": "cus_1", "amount": amount, "currency": "usd"}, &out); err != nil && !a.lost[n] {
 			return out, err
 		}
 	}
 	if writes == "" || strings.Contains(writes, "Q") {
 		c := &http.Client{Transport: idemhttp.NewTransport(&http.Transport{}, a.q)}
-		if err := post(ctx, c, a.r.w.Tickets.URL+"/tickets", map[string]any{"subject": "refund cus_1", "requester": "cus_1"}, nil); err != nil {
+		if err := postJSON(ctx, c, a.r.w.Tickets.URL+"/tickets", map[string]any{"subject": "refund cus_1", "requester": "cus_1"}, nil); err != nil {
 			return out, err
 		}
 	}
@@ -67,7 +67,7 @@ func (a *chargeAndTicket) ChargeCard(ctx context.Context, amount float64) (simCh
 	return out, nil
 }
 
-func post(ctx context.Context, c *http.Client, url string, body map[string]any, out any) error {
+func postJSON(ctx context.Context, c *http.Client, url string, body map[string]any, out any) error {
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
