@@ -593,53 +593,66 @@ func TestApplyWitnessNeedsASettlingStore(t *testing.T) {
 
 // TestWitnessSeesEveryClaimsExits: attempt 1 of a tool call left through another
 // keyed exit (an HTTP vendor) and through the bridge, and died; attempt 2 took over
-// (a re-send inside the vendors' windows) and left through the bridge only, and died
-// too. The server's Dedup never saw the key (both calls were lost on the way), so
-// it says "not called" — true of this server only. Before (atk-wit finding 1), the
-// takeover had emptied the record's evidence, the witness saw the bridge alone and
-// settled the whole write "not sent", and the next attempt reached the HTTP vendor
-// again. Now the record keeps attempt 1's exits, and the witness cannot tell.
+// (a re-send inside the vendors' windows) and left through the bridge only, or
+// recorded nothing at all (it may have called a vendor without a keyed transport),
+// and died too. The server's Dedup never saw the key (the calls were lost on the
+// way), so it says "not called" — true of this server only. Before (atk-wit
+// finding 1), the takeover had emptied the record's evidence, the witness saw the
+// bridge alone (or nothing) and settled the whole write "not sent", and the next
+// attempt reached the HTTP vendor again. Now the record keeps attempt 1's exits
+// and a claim that recorded none counts as another way out: the witness cannot
+// tell.
 func TestWitnessSeesEveryClaimsExits(t *testing.T) {
 	s := paymentServer(t)
-	transports(t, s, func(t *testing.T, tr mcp.Transport) {
-		ctx := context.Background()
-		b, err := mcptools.Dial(ctx, "pay", tr, mcptools.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Session().Close()
-		st := memory.New()
-		key := "k-every-exit"
-		created := time.Now().Add(gateAhead)
-		c := store.Claim{Key: key, Activity: "mcp.pay.send_payment", Effect: store.EffectDestructive, ArgsHash: "h",
-			Args: []byte(`[{"amount":5}]`), Owner: "owner-1", Lease: created.Add(time.Millisecond), Window: time.Hour,
-			WorkflowID: "wf", RunID: "run", Attempt: 1, Now: created}
-		for i, exits := range [][]store.Sent{
-			{{Via: "idemhttp:crm", Host: "crm.example", Window: time.Hour}, {Via: "mcp:pay", Host: "pay"}},
-			{{Via: "mcp:pay", Host: "pay"}},
-		} {
-			if i > 0 {
-				c.Owner, c.Attempt, c.TakeOver = "owner-2", 2, true
-				c.Now, c.Lease = created.Add(2*time.Millisecond), created.Add(3*time.Millisecond)
-			}
-			if o, _, err := st.Begin(ctx, c); err != nil || (i == 0) != (o == store.OutcomeClaimed) {
-				t.Fatalf("attempt %d: Begin = %s, %v", i+1, o, err)
-			}
-			for _, e := range exits {
-				if err := st.RecordSent(ctx, key, c.Owner, e); err != nil {
+	crm := store.Sent{Via: "idemhttp:crm", Host: "crm.example", Window: time.Hour}
+	pay := store.Sent{Via: "mcp:pay", Host: "pay"}
+	for _, tc := range []struct {
+		name   string
+		second []store.Sent
+		want   string
+	}{
+		{"the second attempt left through the bridge", []store.Sent{pay}, "may also have left through idemhttp:crm"},
+		{"the second attempt recorded nothing", nil, "attempts that recorded no evidence sent it (claim owners owner-2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			transports(t, s, func(t *testing.T, tr mcp.Transport) {
+				ctx := context.Background()
+				b, err := mcptools.Dial(ctx, "pay", tr, mcptools.Options{})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			if err := st.Abandon(ctx, store.Transition{Key: key, Owner: c.Owner, Now: c.Now}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rec, err := st.Get(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cannotTell(t, askWitness(t, st, b, rec), "may also have left through idemhttp:crm")
-	})
+				defer b.Session().Close()
+				st := memory.New()
+				key := "k-every-exit"
+				created := time.Now().Add(gateAhead)
+				c := store.Claim{Key: key, Activity: "mcp.pay.send_payment", Effect: store.EffectDestructive, ArgsHash: "h",
+					Args: []byte(`[{"amount":5}]`), Owner: "owner-1", Lease: created.Add(time.Millisecond), Window: time.Hour,
+					WorkflowID: "wf", RunID: "run", Attempt: 1, Now: created}
+				for i, exits := range [][]store.Sent{{crm, pay}, tc.second} {
+					if i > 0 {
+						c.Owner, c.Attempt, c.TakeOver = "owner-2", 2, true
+						c.Now, c.Lease = created.Add(2*time.Millisecond), created.Add(3*time.Millisecond)
+					}
+					if o, _, err := st.Begin(ctx, c); err != nil || (i == 0) != (o == store.OutcomeClaimed) {
+						t.Fatalf("attempt %d: Begin = %s, %v", i+1, o, err)
+					}
+					for _, e := range exits {
+						if err := st.RecordSent(ctx, key, c.Owner, e); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := st.Abandon(ctx, store.Transition{Key: key, Owner: c.Owner, Now: c.Now}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rec, err := st.Get(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cannotTell(t, askWitness(t, st, b, rec), tc.want)
+			})
+		})
+	}
 	if _, effects := s.seen(); effects["send_payment"] != 0 {
 		t.Errorf("a lookup ran the tool %d times", effects["send_payment"])
 	}
