@@ -8,8 +8,14 @@ import "fmt"
 // Only the claim must be on disk before the activity body runs: lost after the
 // vendor acted, it would let a retry send again. Everything after the body
 // (completion, release, unknown outcome, resolution) is committed before the call
-// returns, so it survives a crash of the process, but under DurabilityClaim it
-// does not wait for its own sync. Under DurabilityClaim the gate also takes read
+// returns, so it survives a crash of the process that holds the store, but under
+// DurabilityClaim it need not wait for its own sync. Where the store is a process
+// of its own, its crash must not lose them either: store/postgres syncs every step
+// of a write (a commit with synchronous_commit=off is lost when the PostgreSQL
+// server crashes, not only when its machine does), and only read receipts wait for
+// no sync there. Evidence that a key left through a keyed transport (RecordSent)
+// is synced from a claim's second evidence on, whatever the Durability
+// (SentMustSync). Under DurabilityClaim the gate also takes read
 // receipts off the read's path: it queues them and appends them in batches
 // (ReceiptBatcher) within 100 ms, so a crash of the process can lose the receipts
 // of its last reads, never a claim or a write's receipt; a store tells the gate its
@@ -21,10 +27,12 @@ import "fmt"
 type Durability int
 
 const (
-	// DurabilityClaim, the default, syncs only the commits that claim or take
-	// over a key (Begin) and the pauses (Pause, Resume); every later step is
-	// committed, and synced by the next synced commit or within the store's
-	// flush interval.
+	// DurabilityClaim, the default, syncs the commits that claim or take over a
+	// key (Begin), a claim's second and later evidence (RecordSent, SentMustSync)
+	// and the pauses (Pause, Resume); on SQLite every later step is committed, and
+	// synced by the next synced commit or within the store's flush interval; on
+	// PostgreSQL every step of a write is synced, and only the read receipts are
+	// not.
 	DurabilityClaim Durability = iota
 	// DurabilityStrict syncs every commit before it returns, for an audit rule
 	// that demands a synced result before the activity succeeds.

@@ -123,6 +123,16 @@ func Exits(r Record) (exits []Sent, silent []string) {
 	return exits, silent
 }
 
+// SentMustSync reports whether the commit that stores next, the record ApplySent
+// returned, must be on disk before the keyed request leaves, whatever the store's
+// Durability: when it holds more than one evidence. A store that loses unsynced
+// commits in a crash loses a suffix of them (its log is sequential), so the first
+// evidence of a claim, lost, leaves none, and a re-send is refused (fail closed);
+// a later one, lost alone, would leave the earlier evidence to let a re-send rely
+// on its vendor's window while the request also reaches the vendor the lost one
+// named.
+func SentMustSync(next Record) bool { return len(next.Sent) > 1 }
+
 // ResendWindow is the window inside which a destructive write whose outcome is
 // unknown (r) may be re-sent with the same key, relying on the vendors'
 // deduplication, when the gate is configured with window for it: only if every

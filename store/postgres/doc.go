@@ -15,11 +15,19 @@
 // # Durability
 //
 // Under store.DurabilityClaim (the default) the sessions run with
-// synchronous_commit=off, set in the startup message, and the statements of
-// Begin, Pause and Resume turn it on for their own transaction: a claim is flushed
-// before Begin returns; a later step is committed and visible at once and flushed
-// by the WAL writer within three times wal_writer_delay (600 ms by default), the
-// window a crash of the server's machine can lose it in. Under store.DurabilityStrict every
+// synchronous_commit=off, set in the startup message, and the statements of every
+// step of a write (Begin, Complete, Release, Abandon, Resolve), a claim's second
+// and later evidence (RecordSent, store.SentMustSync), Pause and Resume turn it on
+// for their own transaction: each is flushed before it returns. What is left
+// unsynced is the read receipts (AppendReceipts, Append) and the first evidence of a
+// claim (lost, the record has none and a re-send is refused): they are committed
+// and visible at once and flushed by the WAL writer within three times
+// wal_writer_delay (600 ms by default). The PostgreSQL server is a process of its
+// own: a commit made with synchronous_commit=off is lost when it crashes (an
+// immediate shutdown, a backend's crash that restarts them all, the OOM killer) or
+// fails over, not only when its machine does, so a write's outcome is synced here
+// although store/sqlite leaves it to the next sync (TestServerCrashKeepsWriteOutcomes).
+// Under store.DurabilityStrict every
 // session runs with synchronous_commit=on. Every step is one statement, one round
 // trip (pgx prepares and caches it per connection). Commits of concurrent
 // workers share the server's WAL flushes; the client adds no serialisation as

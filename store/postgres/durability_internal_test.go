@@ -34,10 +34,11 @@ func synchronousAtCommit(t *testing.T, s *Store, sql string, args ...any) string
 	return v
 }
 
-// The claim's statement and the pauses' make their own commit synchronous; the
-// other steps commit with the session's level: off by default, on when strict.
+// The statements of a write's steps (claim, completion, release, unknown outcome),
+// a claim's second evidence and the pauses make their own commit synchronous; the
+// receipts alone and a claim's first evidence commit with the session's level: off
+// by default, on when strict.
 func TestClaimCommitsSynchronously(t *testing.T) {
-	d := pgtest.Schema(t, pgtest.DSN(t, "./store/postgres/"), "idemgate_durability")
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	r := store.Receipt{Time: now, Key: "k1", Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionClaimed}
 	p := store.Pause{Activity: "ChargeCard", Actor: "ops", Reason: "test", Time: now}
@@ -46,6 +47,7 @@ func TestClaimCommitsSynchronously(t *testing.T) {
 		session string
 	}{{store.DurabilityClaim, "off"}, {store.DurabilityStrict, "on"}} {
 		t.Run(tc.d.String(), func(t *testing.T) {
+			d := pgtest.Schema(t, pgtest.DSN(t, "./store/postgres/"), "idemgate_durability")
 			s, err := OpenWith(context.Background(), d, Options{Durability: tc.d})
 			if err != nil {
 				t.Fatal(err)
@@ -55,6 +57,16 @@ func TestClaimCommitsSynchronously(t *testing.T) {
 			if err := s.pool.QueryRow(context.Background(), "SHOW synchronous_commit").Scan(&session); err != nil || session != tc.session {
 				t.Fatalf("session synchronous_commit = %q, %v; want %q", session, err, tc.session)
 			}
+			// A claim of k1 for the steps that move a record (each runs in a
+			// transaction rolled back after it).
+			ctx := context.Background()
+			claim := store.Claim{Key: "k1", Activity: "ChargeCard", Effect: "destructive", ArgsHash: "h1", Owner: "a",
+				Lease: now.Add(time.Minute), Window: time.Hour, WorkflowID: "wf", RunID: "run", Attempt: 1, Now: now}
+			if o, _, err := s.Begin(ctx, claim); err != nil || o != store.OutcomeClaimed {
+				t.Fatalf("Begin = %q, %v", o, err)
+			}
+			first := store.EncodeSent([]store.Sent{{Via: "idemhttp:stripe", Host: "api.stripe.com", Window: time.Hour}})
+			second := store.EncodeSent([]store.Sent{{Via: "idemhttp:mail", Host: "mail.example"}})
 			steps := []struct {
 				name, sql string
 				args      []any
@@ -63,7 +75,10 @@ func TestClaimCommitsSynchronously(t *testing.T) {
 				{"claim", beginSQL + syncedCommit, []any{"k1", "ChargeCard", "destructive", "h1", []byte(nil), "a",
 					now.Add(time.Minute), now.Add(time.Hour), false, "wf", "run", 1, now, store.LeaseMargin, store.EffectByName, "root"}, "on"},
 				{"complete", completeSQL, append([]any{"k1", "a", now, []byte("{}"), false, now.Add(time.Hour)},
-					receiptArgs(r)...), tc.session},
+					receiptArgs(r)...), "on"},
+				{"release", releaseSQL, append([]any{"k1", "a", now}, receiptArgs(r)...), "on"},
+				{"abandon", abandonSQL, append([]any{"k1", "a", now}, receiptArgs(r)...), "on"},
+				{"first evidence", recordSentSQL, []any{"k1", "a", first}, tc.session},
 				{"append", appendSQL, receiptArgs(r), tc.session},
 				{"pause", pauseSQL, append([]any{p.Activity, p.Effect, p.Actor, p.Reason, now}, receiptArgs(r)...), "on"},
 			}
@@ -71,6 +86,13 @@ func TestClaimCommitsSynchronously(t *testing.T) {
 				if got := synchronousAtCommit(t, s, st.sql, st.args...); got != st.want {
 					t.Errorf("%s: commits with synchronous_commit = %q; want %q", st.name, got, st.want)
 				}
+			}
+			// A second evidence: the first must be there.
+			if _, err := s.pool.Exec(ctx, recordSentSQL, "k1", "a", first); err != nil {
+				t.Fatal(err)
+			}
+			if got := synchronousAtCommit(t, s, recordSentSQL, "k1", "a", second); got != "on" {
+				t.Errorf("second evidence: commits with synchronous_commit = %q; want on", got)
 			}
 			// Resume: a pause must exist for its DELETE to return a row.
 			if err := s.Pause(context.Background(), p); err != nil {

@@ -176,30 +176,38 @@ var appendSQL = receiptInsert + ` VALUES (` + receiptParams(1) + `)`
 // The transitions are store.Apply in SQL: one statement that updates only a
 // claimed record of this owner and appends the receipt only when it did.
 var (
+	//
+	// Every one of them is synced whatever the Durability (syncedCommit): the
+	// PostgreSQL server is a process of its own, and a commit made with
+	// synchronous_commit=off is lost when that process crashes (an immediate
+	// shutdown, a backend's crash that restarts them all, the OOM killer) or fails
+	// over, not only when its machine does. A write's outcome lost so would leave
+	// a write that ran listed as pending and refused on a reset's re-run (the soak's
+	// finding 1); Durability is the price of the read receipts only on PostgreSQL.
 	completeSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = 'completed', updated_at = $3, result = $4, result_omitted = $5,
 	expires_at = GREATEST(expires_at, $6)
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT ` + receiptParams(7) + ` FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(7) + ` FROM u` + syncedCommit
 	// A Release of a record that may have reached the vendor leaves it unknown
 	// (store.ReleasedState); an Abandon marks it.
 	releaseSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = CASE WHEN may_have_sent THEN 'unknown' ELSE 'released' END, updated_at = $3
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT ` + receiptParams(4) + ` FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(4) + ` FROM u` + syncedCommit
 	abandonSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = 'unknown', may_have_sent = true, updated_at = $3
 	WHERE key = $1 AND owner = $2 AND state = 'claimed' RETURNING 1)
-	` + receiptInsert + ` SELECT ` + receiptParams(4) + ` FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(4) + ` FROM u` + syncedCommit
 	resolveCompleteSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = $3, updated_at = $4, result = $7, result_omitted = $8,
 	expires_at = GREATEST(expires_at, $9)
 	` + resolveWhere + ` RETURNING 1)
-	` + receiptInsert + ` SELECT ` + receiptParams(10) + ` FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(10) + ` FROM u` + syncedCommit
 	resolveReleaseSQL = `WITH u AS (
 	UPDATE idemgate_records SET state = $3, updated_at = $4, may_have_sent = false
 	` + resolveWhere + ` RETURNING 1)
-	` + receiptInsert + ` SELECT ` + receiptParams(7) + ` FROM u`
+	` + receiptInsert + ` SELECT ` + receiptParams(7) + ` FROM u` + syncedCommit
 )
 
 // store.ApplyResolve in SQL: a store.Settleable record of this owner (unknown, or
@@ -242,22 +250,30 @@ const notExpired = `(expires_at > $1 OR (state = 'claimed' AND $1 < lease + $2::
 func (s *Store) Identity() string { return s.identity }
 
 // recordSentSQL is store.ApplySent in SQL: the evidence ($3, a one-element JSON
-// array) joins a claimed record of this owner once. Not synced (the session's
-// synchronous_commit=off), unless Durability is strict.
+// array) joins a claimed record of this owner once. The first evidence of a claim
+// is not synced (the session's synchronous_commit=off, unless Durability is
+// strict): lost with the server, the record has none and a re-send is refused
+// (fail closed). Every later one is (store.SentMustSync): lost alone, the evidence
+// left would let a re-send rely on the first vendor's window while it also reaches
+// the vendor the lost one named. The commit that joins it is ordered after the
+// first one's in the WAL, so syncing it syncs both.
 const recordSentSQL = `UPDATE idemgate_records SET sent = CASE
 	WHEN coalesce(nullif(sent, '')::jsonb, '[]'::jsonb) @> $3::jsonb THEN sent
 	ELSE (coalesce(nullif(sent, '')::jsonb, '[]'::jsonb) || $3::jsonb)::text END
-	WHERE key = $1 AND owner = $2 AND state = 'claimed'`
+	WHERE key = $1 AND owner = $2 AND state = 'claimed'
+	RETURNING CASE WHEN jsonb_array_length(sent::jsonb) > 1
+		THEN set_config('synchronous_commit', 'on', true) END`
 
 // RecordSent adds evidence to the record of key for its owner; see store.ApplySent.
 func (s *Store) RecordSent(ctx context.Context, key, owner string, e store.Sent) error {
 	e.Owner = owner // tagged with its claim, once per claim (store.ApplySent)
-	tag, err := s.pool.Exec(ctx, recordSentSQL, key, owner, store.EncodeSent([]store.Sent{e}))
+	var synced *string
+	err := s.pool.QueryRow(ctx, recordSentSQL, key, owner, store.EncodeSent([]store.Sent{e})).Scan(&synced)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotOwner
+	}
 	if err != nil {
 		return s.fail("record the sent evidence in", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return store.ErrNotOwner
 	}
 	return nil
 }

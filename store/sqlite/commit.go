@@ -33,17 +33,21 @@ type job struct {
 	ctx  context.Context
 	op   string
 	sync bool
-	fn   func(context.Context, *sql.Tx) error
-	err  error
-	turn chan struct{} // this job's goroutine leads the next batch
-	done chan struct{} // err is set
+	// mustSync is set by fn (mustSync(ctx)) when what it wrote turned out to need
+	// the disk before write returns (store.SentMustSync).
+	mustSync bool
+	fn       func(context.Context, *sql.Tx) error
+	err      error
+	turn     chan struct{} // this job's goroutine leads the next batch
+	done     chan struct{} // err is set
 }
 
 // write runs fn in the next batch and returns its own outcome. sync says the
 // commit must be on disk before write returns (a claim or a pause). Errors from
 // fn that are store sentinels pass through; the rest are described and classified.
 func (s *Store) write(ctx context.Context, op string, sync bool, fn func(context.Context, *sql.Tx) error) error {
-	j := &job{ctx: ctx, op: op, sync: sync, fn: fn, turn: make(chan struct{}, 1), done: make(chan struct{})}
+	j := &job{op: op, sync: sync, fn: fn, turn: make(chan struct{}, 1), done: make(chan struct{})}
+	j.ctx = context.WithValue(ctx, jobKey{}, j)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -64,6 +68,17 @@ func (s *Store) write(ctx context.Context, op string, sync bool, fn func(context
 	return j.err
 }
 
+type jobKey struct{}
+
+// mustSync, called by a write's fn, makes its batch synced before the write
+// returns whatever the Durability. It runs on the batch's leader before the
+// commit, which reads it after.
+func mustSync(ctx context.Context) {
+	if j, ok := ctx.Value(jobKey{}).(*job); ok {
+		j.mustSync = true
+	}
+}
+
 // lead commits one batch from the head of the queue (the caller's own job is
 // its first) and hands the next batch to the oldest job still queued.
 func (s *Store) lead() {
@@ -79,6 +94,9 @@ func (s *Store) lead() {
 	s.mu.Unlock()
 
 	committed := s.commit(batch)
+	for _, j := range batch {
+		sync = sync || (j.mustSync && j.err == nil)
+	}
 
 	s.mu.Lock()
 	var mark int64 // this batch's commit

@@ -78,8 +78,8 @@ func (e *events) watch(t *testing.T, s *Store, sync func() error) {
 }
 
 // The write connection never leaves synchronous=NORMAL (1): a write that must be
-// on disk before it returns (a claim, a pause or resume; every write under strict
-// durability) commits, then syncs the WAL file, and only then returns; the other
+// on disk before it returns (a claim, a claim's second evidence, a pause or resume;
+// every write under strict durability) commits, then syncs the WAL file, and only then returns; the other
 // steps commit and return without a sync.
 func TestSyncedWritesSyncTheWALAfterTheirCommit(t *testing.T) {
 	ctx := context.Background()
@@ -96,6 +96,15 @@ func TestSyncedWritesSyncTheWALAfterTheirCommit(t *testing.T) {
 		{"release", func(s *Store) error { return s.Release(ctx, dTransition("k2", "a", store.DecisionReleased)) }, false},
 		{"claim k3", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k3", "a")); return err }, true},
 		{"unknown", func(s *Store) error { return s.Abandon(ctx, dTransition("k3", "a", store.DecisionUnknown)) }, false},
+		// A claim's first evidence need not be on disk (lost, a re-send is refused
+		// for want of it); its second must (store.SentMustSync).
+		{"claim k4", func(s *Store) error { _, _, err := s.Begin(ctx, dClaim("k4", "a")); return err }, true},
+		{"first evidence", func(s *Store) error {
+			return s.RecordSent(ctx, "k4", "a", store.Sent{Via: "idemhttp:stripe", Host: "api.stripe.com", Window: time.Hour})
+		}, false},
+		{"second evidence", func(s *Store) error {
+			return s.RecordSent(ctx, "k4", "a", store.Sent{Via: "idemhttp:mail", Host: "mail.example"})
+		}, true},
 		{"read receipt", func(s *Store) error {
 			return s.Append(ctx, store.Receipt{Time: d0, Key: "r1", Activity: "Search", Effect: "read", Decision: store.DecisionRan})
 		}, false},

@@ -31,7 +31,7 @@ type Options struct {
 	// through one connection). Optional: zero means 4. Negative is invalid.
 	MaxReaders int
 	// Durability says which commits are synced before they return. Optional: the
-	// zero value is store.DurabilityClaim (only claims and pauses are synced).
+	// zero value is store.DurabilityClaim (only claims, a claim's second and later evidence, and pauses are synced).
 	Durability store.Durability
 	// FlushInterval bounds how long a commit that was not synced (a completion, a
 	// release, an unknown outcome, a resolution, a receipt under
@@ -357,6 +357,9 @@ func (s *Store) RecordSent(ctx context.Context, key, owner string, e store.Sent)
 		next, changed, err := store.ApplySent(existing, owner, e)
 		if err != nil || !changed {
 			return err
+		}
+		if store.SentMustSync(next) {
+			mustSync(ctx)
 		}
 		_, err = tx.ExecContext(ctx, setSent, store.EncodeSent(next.Sent), key, owner)
 		return err
