@@ -115,8 +115,10 @@
 // key left through this profile's transport to the host it asks, and nothing else
 // (the transport records that evidence before the key leaves, for destructive writes
 // that have witnesses or a vendor window); otherwise it cannot tell. The evidence is
-// the current attempt's: it assumes, as the vendor's own deduplication does, that
-// every attempt of the activity writes through the same profile.
+// that of every attempt since the key's first claim (a takeover keeps the evidence
+// of the attempts before it, store.Exits): a write whose attempts left through other
+// exits too, or one of whose attempts recorded nothing, cannot be told by one
+// profile's lookup.
 //
 // The keyed re-send (interceptor.Options.VendorWindows) is the vendor as a witness
 // too: its receipt is "resent", by "witness:vendor-dedup".
