@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/store"
 )
@@ -136,4 +137,39 @@ func TestExploreTwoVendors(t *testing.T) {
 		t.Errorf("%s: %s", cfg.Name, v)
 	}
 	t.Logf("%s: depth %d, %d states, %d transitions", cfg.Name, d, res.States, res.Transitions)
+}
+
+// The exploration finds the same hole on its own: the rules before the fix, the
+// two-vendor configuration with every clock right (one skew, to keep the search
+// small), explored ten steps deep, store a lookup's "not sent" for a write that
+// reached the second vendor, on a path through a takeover and a lost request to
+// the first vendor, and then reach the second vendor a second time; the current
+// rules explore the same space clean.
+func TestExploreFindsTheDroppedEvidence(t *testing.T) {
+	cfg := twoVendors(t)
+	cfg.Skews = []time.Duration{0}
+	const d = 10
+	old := Explore(cfg, rulesBeforeKeptEvidence(), d)
+	find := func(kind string) *Violation {
+		for i, v := range old.Violations {
+			steps := strings.Join(v.Steps, "\n")
+			if v.Kind == kind && strings.Contains(steps, "taken-over") && strings.Contains(steps, "lost on its way") {
+				return &old.Violations[i]
+			}
+		}
+		return nil
+	}
+	for _, kind := range []string{WitnessWrongNotSent, SentTwice} {
+		v := find(kind)
+		if v == nil {
+			t.Fatalf("rules before the kept evidence, depth %d: no %q through a takeover; found %v", d, kind, old.Violations)
+		}
+		t.Logf("rules before the kept evidence: %s", v)
+	}
+	t.Logf("rules before the kept evidence: depth %d, %d states, %d transitions", d, old.States, old.Transitions)
+	cur := Explore(cfg, Current(), d)
+	for _, v := range unexplained(cur.Violations) {
+		t.Errorf("current rules: %s", v)
+	}
+	t.Logf("current rules: depth %d, %d states, %d transitions", d, cur.States, cur.Transitions)
 }
