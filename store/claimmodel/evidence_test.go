@@ -127,18 +127,6 @@ func TestResendWindowCountsTheEarlierClaimsVendors(t *testing.T) {
 	}
 }
 
-// The two-vendor configuration explored: clean under the current rules at the
-// default depth (TestExplore covers it too, with every configuration).
-func TestExploreTwoVendors(t *testing.T) {
-	cfg := twoVendors(t)
-	d := depth(t)
-	res := Explore(cfg, Current(), d)
-	for _, v := range unexplained(res.Violations) {
-		t.Errorf("%s: %s", cfg.Name, v)
-	}
-	t.Logf("%s: depth %d, %d states, %d transitions", cfg.Name, d, res.States, res.Transitions)
-}
-
 // The exploration finds the same hole on its own: the rules before the fix, the
 // two-vendor configuration with every clock right (one skew, to keep the search
 // small), explored ten steps deep, store a lookup's "not sent" for a write that
