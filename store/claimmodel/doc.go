@@ -35,8 +35,8 @@
 // its evidence was recorded. Its witness is the first vendor's lookup, which
 // answers only for a key whose evidence (every claim's, store.Exits) names that
 // vendor and nothing else: the model finds the second effect when a takeover
-// drops the evidence of the claims before it
-// (TestExploreFindsTheTakeoverThatDroppedTheEvidence).
+// drops the evidence of the claims before it (TestExploreFindsTheDroppedEvidence,
+// TestExploreFindsTheTakeoverThatDroppedTheEvidence).
 //
 // Witnesses (issue 19, Config.Witness, package witness): "an unknown outcome is
 // settled by the first witness that can tell ... a witness's 'not sent' counts only
