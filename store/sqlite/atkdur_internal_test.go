@@ -1,0 +1,152 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// A claim's second evidence (store.SentMustSync) that shares its batch with a
+// failing write runs twice (the savepoint re-run): it still returns only after
+// the WAL was synced past its commit.
+func TestAtkDurSecondEvidenceInARetriedBatchIsSynced(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{FlushInterval: time.Hour})
+	if _, _, err := s.Begin(ctx, dClaim("k", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordSent(ctx, "k", "a", store.Sent{Via: "idemhttp:stripe", Host: "api.stripe.com", Window: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	sizes := holdFirstBatch(t, s, 2)
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.Append(ctx, store.Receipt{Time: d0, Key: "first", Activity: "Search", Effect: "read", Decision: store.DecisionRan}); err != nil {
+			t.Errorf("Append: %v", err)
+		}
+	})
+	for s.queueLen() == 0 && !s.isCommitting() {
+		time.Sleep(time.Millisecond)
+	}
+	var sentErr error
+	var commitsAt, syncedAt int64
+	wg.Go(func() {
+		sentErr = s.RecordSent(ctx, "k", "a", store.Sent{Via: "idemhttp:mail", Host: "mail.example", Window: time.Minute})
+		commitsAt, syncedAt, _, _ = s.counters()
+	})
+	waitQueued(s, 1)
+	var failErr error
+	wg.Go(func() {
+		failErr = s.write(ctx, "test", false, func(ctx context.Context, tx *sql.Tx) error { return boom })
+	})
+	wg.Wait()
+	if sentErr != nil || !errors.Is(failErr, boom) {
+		t.Fatalf("second evidence: %v, failing write: %v; want nil, boom", sentErr, failErr)
+	}
+	if s.retriedBatches() != 1 {
+		t.Fatalf("batches %v, retried %d; want the evidence and the failing write in one retried batch", *sizes, s.retriedBatches())
+	}
+	if syncedAt != commitsAt {
+		t.Fatalf("the second evidence returned with %d of %d commits synced; want its own batch's commit synced", syncedAt, commitsAt)
+	}
+	rec, err := s.Get(ctx, "k")
+	if err != nil || len(rec.Sent) != 2 {
+		t.Fatalf("record %+v, %v; want two evidences", rec, err)
+	}
+}
+
+// The disk fails the write-back of the WAL frames written since the last good
+// sync: fsync reports the error once, the frames are lost on the disk while the
+// page cache still serves them, and later fsyncs succeed (Linux's write-back error
+// reporting; PostgreSQL's "fsyncgate", after which PostgreSQL panics on a failed
+// fsync). A claim the store syncs after that lies behind the hole in the WAL: an
+// operating-system crash then loses it with the hole (recovery stops at the first
+// bad frame), and a retry claims the key afresh and sends again. A claim the store
+// accepts after a failed sync must survive the crash, or the store must refuse it.
+func TestAtkDurFailedSyncLeavesAHoleThatLosesALaterClaim(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idemgate.db")
+	s, err := OpenWith(ctx, path, Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Begin(ctx, dClaim("k0", "a")); err != nil {
+		t.Fatal(err)
+	}
+	synced := fileSize(t, path+"-wal") // on disk: every frame so far
+	real := s.syncWAL
+	var calls atomic.Int32
+	var holeTo atomic.Int64
+	s.syncWAL = func() error {
+		if calls.Add(1) == 1 {
+			holeTo.Store(fileSize(t, path+"-wal"))
+			return &os.PathError{Op: "sync", Path: path + "-wal", Err: errors.New("input/output error")}
+		}
+		return real()
+	}
+	// k1's sync fails: Begin fails, its frames never reach the disk.
+	if _, _, err := s.Begin(ctx, dClaim("k1", "a")); err == nil {
+		t.Fatal("Begin whose sync failed returned no error")
+	}
+	// k2's claim, after the failure: the store syncs it (the fsync succeeds).
+	o, _, err := s.Begin(ctx, dClaim("k2", "b"))
+	accepted := err == nil && o == store.OutcomeClaimed
+	// What the page cache holds (the files as the process reads them), then the disk
+	// as an operating-system crash leaves it: the frames of the failed write-back are
+	// not there (blocks never written read as zeros).
+	db, wal := readFile(t, path), readFile(t, path+"-wal")
+	for i := synced; i < holeTo.Load() && i < int64(len(wal)); i++ {
+		wal[i] = 0
+	}
+	s.syncWAL = real
+	s.Close()
+	crashed := filepath.Join(t.TempDir(), "crashed.db")
+	if err := os.WriteFile(crashed, db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(crashed+"-wal", wal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Get(ctx, "k0"); err != nil {
+		t.Fatalf("k0, synced before the failure: %v", err)
+	}
+	_, err = c.Get(ctx, "k2")
+	if accepted && err != nil {
+		again, _, berr := c.Begin(ctx, dClaim("k2", "c"))
+		t.Fatalf("k2's claim was accepted (synced) after a failed sync, and the crash lost it (Get: %v): a retry "+
+			"claims it afresh (%s, %v) and sends again; want the store to refuse writes after a failed sync, or "+
+			"to rewrite what the failed write-back lost", err, again, berr)
+	}
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	return fi.Size()
+}
+
+func readFile(t *testing.T, p string) []byte {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
