@@ -87,9 +87,11 @@ func TestAtkDurFailedSyncLeavesAHoleThatLosesALaterClaim(t *testing.T) {
 	real := s.syncWAL
 	var calls atomic.Int32
 	var holeTo atomic.Int64
+	var salt atomic.Value
 	s.syncWAL = func() error {
 		if calls.Add(1) == 1 {
 			holeTo.Store(fileSize(t, path+"-wal"))
+			salt.Store(string(readFile(t, path+"-wal")[16:24]))
 			return &os.PathError{Op: "sync", Path: path + "-wal", Err: errors.New("input/output error")}
 		}
 		return real()
@@ -104,9 +106,13 @@ func TestAtkDurFailedSyncLeavesAHoleThatLosesALaterClaim(t *testing.T) {
 	// What the page cache holds (the files as the process reads them), then the disk
 	// as an operating-system crash leaves it: the frames of the failed write-back are
 	// not there (blocks never written read as zeros).
+	// A WAL restarted since (new salts in its header) was written anew after the
+	// failure, over the hole.
 	db, wal := readFile(t, path), readFile(t, path+"-wal")
-	for i := synced; i < holeTo.Load() && i < int64(len(wal)); i++ {
-		wal[i] = 0
+	if len(wal) >= 24 && string(wal[16:24]) == salt.Load() {
+		for i := synced; i < holeTo.Load() && i < int64(len(wal)); i++ {
+			wal[i] = 0
+		}
 	}
 	s.syncWAL = real
 	s.Close()
@@ -149,4 +155,109 @@ func readFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// The same hole, by a race: the batch after a claim's commits while the claim's
+// sync waits for the disk, and syncs on its own. When the claim's sync fails and
+// the later one succeeds first, the later claim must not be reported synced: its
+// frames lie behind the ones the failed write-back lost.
+func TestAtkDurSyncRacingAFailedSyncIsNotTrusted(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{FlushInterval: time.Hour})
+	if _, _, err := s.Begin(ctx, dClaim("k0", "a")); err != nil {
+		t.Fatal(err)
+	}
+	real := s.syncWAL
+	t.Cleanup(func() { s.syncWAL = real })
+	var calls atomic.Int32
+	inFirst, secondDone := make(chan struct{}), make(chan struct{})
+	s.syncWAL = func() error {
+		switch calls.Add(1) {
+		case 1:
+			close(inFirst)
+			// Fail after the racing sync returned; a store that does not let a sync
+			// overtake a failing one never makes that sync: fail after a while then.
+			select {
+			case <-secondDone:
+			case <-time.After(2 * time.Second):
+			}
+			return errors.New("input/output error")
+		case 2:
+			defer close(secondDone)
+		}
+		return real()
+	}
+	var wg sync.WaitGroup
+	var err1 error
+	wg.Go(func() { _, _, err1 = s.Begin(ctx, dClaim("k1", "a")) })
+	<-inFirst
+	_, _, err2 := s.Begin(ctx, dClaim("k2", "b"))
+	wg.Wait()
+	if err1 == nil {
+		t.Fatal("the claim whose sync failed returned no error")
+	}
+	if err2 == nil {
+		t.Fatal("a claim committed while a failing sync ran was reported synced by a sync that overtook the failing one: " +
+			"its frames lie after the ones the failed write-back lost, and an operating-system crash loses it (a retry " +
+			"claims afresh and sends again)")
+	}
+	if !errors.Is(err2, store.ErrUnavailable) {
+		t.Fatalf("the refused claim: %v; want store.ErrUnavailable", err2)
+	}
+}
+
+// After a failed sync the writes are refused, fail closed, while the WAL cannot
+// be rewritten (another connection reads from it), and go on once it was.
+func TestAtkDurWritesWaitForTheRewriteAfterAFailedSync(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idemgate.db")
+	s, err := OpenWith(ctx, path, Options{FlushInterval: time.Hour, BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, _, err := s.Begin(ctx, dClaim("k0", "a")); err != nil {
+		t.Fatal(err)
+	}
+	// Another process reads from the WAL: a checkpoint cannot move past it.
+	other, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	rtx, err := other.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := rtx.QueryRow("SELECT count(*) FROM idemgate_records").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("reader: %d, %v", n, err)
+	}
+	real := s.syncWAL
+	var calls atomic.Int32
+	s.syncWAL = func() error {
+		if calls.Add(1) == 1 {
+			return errors.New("input/output error")
+		}
+		return real()
+	}
+	if _, _, err := s.Begin(ctx, dClaim("k1", "a")); err == nil {
+		t.Fatal("Begin whose sync failed returned no error")
+	}
+	if _, _, err := s.Begin(ctx, dClaim("k2", "a")); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a claim after a failed sync, the WAL not rewritten: %v; want store.ErrUnavailable", err)
+	}
+	if rec, err := s.Get(ctx, "k2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused claim left %+v, %v; want no record", rec, err)
+	}
+	if err := rtx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if o, _, err := s.Begin(ctx, dClaim("k2", "a")); err != nil || o != store.OutcomeClaimed {
+		t.Fatalf("a claim once the WAL could be rewritten: %s, %v; want claimed", o, err)
+	}
+	if c, sy, _, _ := s.counters(); sy != c {
+		t.Fatalf("%d commits, %d synced after the rewrite; want all", c, sy)
+	}
+	s.syncWAL = real
 }

@@ -14,6 +14,16 @@
 // operating-system crash can lose them in. Close syncs. Under
 // store.DurabilityStrict every commit is synced before it returns.
 //
+// A sync of the WAL that fails at the disk fails the writes it was to sync, and
+// every write after it until the store has rewritten the WAL into the database
+// file and synced that file (a TRUNCATE checkpoint, tried again at each write and
+// at Close): the kernel reports a failed write-back once and keeps serving the
+// pages it could not write, so a later sync succeeds over frames that may never
+// reach the disk, and a commit synced after them would be lost with them in an
+// operating-system crash. Only this process knows of the failure: another process
+// on the same file goes on (restart it too). A sync that could not open the WAL
+// file lost nothing; every later commit is synced.
+//
 // Writes of one process queue for one connection and commit in groups: whoever
 // finds no commit running takes up to 128 queued writes into one transaction and
 // commits once (when one of them fails, the batch runs again with each write under
