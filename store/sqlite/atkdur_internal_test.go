@@ -261,3 +261,33 @@ func TestAtkDurWritesWaitForTheRewriteAfterAFailedSync(t *testing.T) {
 	}
 	s.syncWAL = real
 }
+
+// The receipt of a re-send that relies on the vendor's deduplication ("resent",
+// Actor witness:vendor-dedup) is the gate's record of a decision to send again:
+// "no receipt, no re-send" (interceptor/vendordedup.go). It is appended after the
+// takeover's synced claim and before the body sends; left to the flusher, an
+// operating-system crash after the re-send left loses it (the claim's first
+// evidence, just as unsynced, goes with it), and nothing says the write was sent
+// again. It must be on disk before Append returns (store.ReceiptMustSync).
+func TestAtkDurResentReceiptIsSyncedBeforeTheResend(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{FlushInterval: time.Hour})
+	if _, _, err := s.Begin(ctx, dClaim("k", "a")); err != nil {
+		t.Fatal(err)
+	}
+	r := store.Receipt{Time: d0, Key: "k", Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionResent,
+		Actor: "witness:vendor-dedup", Reason: "test", Attempt: 2}
+	if err := s.Append(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if c, sy, _, _ := s.counters(); sy != c {
+		t.Fatalf("the re-send's receipt returned with %d of %d commits synced; want it on disk before the re-send leaves", sy, c)
+	}
+	// A read's receipt is not synced (the read queue's price).
+	if err := s.Append(ctx, store.Receipt{Time: d0, Key: "r", Activity: "Search", Effect: "read", Decision: store.DecisionRan}); err != nil {
+		t.Fatal(err)
+	}
+	if c, sy, _, _ := s.counters(); sy == c {
+		t.Fatalf("a read's receipt was synced (%d of %d): want it left to the flusher", sy, c)
+	}
+}

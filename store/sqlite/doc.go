@@ -7,7 +7,8 @@
 // written in the same commit as the step. Every commit is visible and safe against
 // a crash of the process at once. Under store.DurabilityClaim (the default) a
 // claim (Begin), a claim's second and later evidence (RecordSent,
-// store.SentMustSync) and a pause or resume are also on disk before they return: after
+// store.SentMustSync), a re-send's receipt (store.ReceiptMustSync) and a pause or
+// resume are also on disk before they return: after
 // their commit, the store syncs the WAL file (an fsync) and only then answers. The
 // later steps are on disk with the next synced commit, a checkpoint, or the sync of
 // the WAL at most Options.FlushInterval (100 ms) later, the window an

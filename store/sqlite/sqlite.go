@@ -390,9 +390,10 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	return rec, nil
 }
 
-// Append adds a receipt in its own commit.
+// Append adds a receipt in its own commit, synced when store.ReceiptMustSync
+// says so (a re-send's receipt).
 func (s *Store) Append(ctx context.Context, r store.Receipt) error {
-	return s.write(ctx, "append receipt to", false, func(ctx context.Context, tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
+	return s.write(ctx, "append receipt to", store.ReceiptMustSync(r), func(ctx context.Context, tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
 }
 
 // Receipts lists matching receipts, oldest first. A receipt's ID is at least its
