@@ -21,8 +21,9 @@
 // at Close): the kernel reports a failed write-back once and keeps serving the
 // pages it could not write, so a later sync succeeds over frames that may never
 // reach the disk, and a commit synced after them would be lost with them in an
-// operating-system crash. Only this process knows of the failure: another process
-// on the same file goes on (restart it too). A sync that could not open the WAL
+// operating-system crash. Only this process learns of the failure: another
+// process on the same file does not, so after a disk error stop the workers that
+// share the file until the disk is checked. A sync that could not open the WAL
 // file lost nothing; every later commit is synced.
 //
 // Writes of one process queue for one connection and commit in groups: whoever
