@@ -291,3 +291,102 @@ func TestAtkDurResentReceiptIsSyncedBeforeTheResend(t *testing.T) {
 		t.Fatalf("a read's receipt was synced (%d of %d): want it left to the flusher", sy, c)
 	}
 }
+
+// 32 writers claim keys while one sync of the WAL fails at the disk: every claim
+// the store accepted, before or after the failure, is in the disk image an
+// operating-system crash leaves (the frames of the failed write-back lost; a WAL
+// restarted since was written anew over them).
+func TestAtkDurConcurrentClaimsAcrossAFailedSyncSurviveTheCrash(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idemgate.db")
+	s, err := OpenWith(ctx, path, Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	real := s.syncWAL
+	var (
+		mu       sync.Mutex
+		good     int64 // the WAL size after the last sync that succeeded
+		holeFrom int64
+		holeTo   int64
+		salt     string
+		calls    int
+	)
+	s.syncWAL = func() error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 5 {
+			b := readFile(t, path+"-wal")
+			mu.Lock()
+			holeFrom, holeTo, salt = good, int64(len(b)), string(b[16:24])
+			mu.Unlock()
+			return errors.New("input/output error")
+		}
+		err := real()
+		if err == nil {
+			mu.Lock()
+			if holeTo == 0 {
+				good = fileSize(t, path+"-wal")
+			}
+			mu.Unlock()
+		}
+		return err
+	}
+	const writers, each = 32, 12
+	accepted := make(chan string, writers*each)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				key := "w" + string(rune('A'+w%26)) + string(rune('a'+w/26)) + "-" + string(rune('a'+i))
+				o, _, err := s.Begin(ctx, dClaim(key, "o"))
+				if err == nil && o == store.OutcomeClaimed {
+					accepted <- key
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(accepted)
+	mu.Lock()
+	failed := holeTo != 0
+	mu.Unlock()
+	if !failed {
+		t.Skip("fewer than five syncs: the claims shared too few batches on this machine")
+	}
+	db, wal := readFile(t, path), readFile(t, path+"-wal")
+	if len(wal) >= 24 && string(wal[16:24]) == salt {
+		for i := holeFrom; i < holeTo && i < int64(len(wal)); i++ {
+			wal[i] = 0
+		}
+	}
+	s.syncWAL = real
+	crashed := filepath.Join(t.TempDir(), "crashed.db")
+	if err := os.WriteFile(crashed, db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(crashed+"-wal", wal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var lost []string
+	n := 0
+	for key := range accepted {
+		n++
+		if _, err := c.Get(ctx, key); err != nil {
+			lost = append(lost, key)
+		}
+	}
+	t.Logf("%d of %d claims accepted; the fifth sync failed", n, writers*each)
+	if len(lost) > 0 {
+		t.Fatalf("%d of the %d claims the store accepted are gone after the crash (%v…): their bodies sent, and a retry "+
+			"claims them afresh", len(lost), n, lost[0])
+	}
+}
