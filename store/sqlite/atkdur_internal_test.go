@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -388,5 +389,30 @@ func TestAtkDurConcurrentClaimsAcrossAFailedSyncSurviveTheCrash(t *testing.T) {
 	if len(lost) > 0 {
 		t.Fatalf("%d of the %d claims the store accepted are gone after the crash (%v…): their bodies sent, and a retry "+
 			"claims them afresh", len(lost), n, lost[0])
+	}
+}
+
+// A sync that could not open the WAL file (too many open files) wrote nothing and
+// lost nothing: the writes after it go on, each synced, without a rewrite first.
+func TestAtkDurSyncThatCouldNotOpenTheWALRefusesNothingLater(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{FlushInterval: time.Hour})
+	real := s.syncWAL
+	t.Cleanup(func() { s.syncWAL = real })
+	var calls atomic.Int32
+	s.syncWAL = func() error {
+		if calls.Add(1) == 1 {
+			return fmt.Errorf("%w: open idemgate.db-wal: too many open files", errSyncNotRun)
+		}
+		return real()
+	}
+	if _, _, err := s.Begin(ctx, dClaim("k1", "a")); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Begin whose sync could not open the WAL: %v; want store.ErrUnavailable", err)
+	}
+	if o, _, err := s.Begin(ctx, dClaim("k2", "a")); err != nil || o != store.OutcomeClaimed {
+		t.Fatalf("the next claim: %s, %v; want claimed", o, err)
+	}
+	if c, sy, _, failed := s.counters(); sy != c || !failed {
+		t.Fatalf("%d of %d commits synced, failed %v; want all synced, and every later commit synced", sy, c, failed)
 	}
 }
