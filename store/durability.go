@@ -28,8 +28,8 @@ type Durability int
 
 const (
 	// DurabilityClaim, the default, syncs the commits that claim or take over a
-	// key (Begin), a claim's second and later evidence (RecordSent, SentMustSync)
-	// and the pauses (Pause, Resume); on SQLite every later step is committed, and
+	// key (Begin), a claim's second and later evidence (RecordSent, SentMustSync),
+	// a re-send's receipt (ReceiptMustSync) and the pauses (Pause, Resume); on SQLite every later step is committed, and
 	// synced by the next synced commit or within the store's flush interval; on
 	// PostgreSQL every step of a write is synced, and only the read receipts are
 	// not.

@@ -180,3 +180,11 @@ func DecodeSent(text string) ([]Sent, error) {
 	}
 	return s, nil
 }
+
+// ReceiptMustSync reports whether the commit that appends r (Gate.Append) must be
+// on disk before Append returns, whatever the store's Durability: when r records a
+// re-send (DecisionResent). The gate appends it after the takeover's synced claim
+// and before the body sends again, and sends nothing without it; left unsynced, a
+// crash after the re-send left would lose it (with the claim's first evidence,
+// just as unsynced), and nothing would say the write was sent again.
+func ReceiptMustSync(r Receipt) bool { return r.Decision == DecisionResent }

@@ -14,12 +14,17 @@ var (
 
 // AppendReceipts appends rs in order in one write of the commit queue: one
 // transaction (shared with the writes queued beside it), all of rs or none. It is
-// not synced under store.DurabilityClaim.
+// not synced under store.DurabilityClaim, unless one of rs must be
+// (store.ReceiptMustSync).
 func (s *Store) AppendReceipts(ctx context.Context, rs []store.Receipt) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	return s.write(ctx, "append receipts to", false, func(ctx context.Context, tx *sql.Tx) error {
+	sync := false
+	for _, r := range rs {
+		sync = sync || store.ReceiptMustSync(r)
+	}
+	return s.write(ctx, "append receipts to", sync, func(ctx context.Context, tx *sql.Tx) error {
 		for _, r := range rs {
 			if err := s.appendTx(ctx, tx, r); err != nil {
 				return err

@@ -91,9 +91,23 @@ func (s *Store) lead() {
 	for _, j := range batch {
 		sync = sync || j.sync
 	}
+	lost := s.lost
 	s.mu.Unlock()
 
-	committed := s.commit(batch)
+	var committed bool
+	if lost != nil {
+		// A sync of the WAL failed: the frames written before it may not be on the
+		// disk, and a later sync cannot tell (see heal). Nothing commits until what
+		// the WAL holds is rewritten into the database file and synced there.
+		lost = s.heal()
+	}
+	if lost != nil {
+		for _, j := range batch {
+			j.err = fmt.Errorf("idemgate/store/sqlite: %s %s: %w", j.op, s.path, lost)
+		}
+	} else {
+		committed = s.commit(batch)
+	}
 	for _, j := range batch {
 		sync = sync || (j.mustSync && j.err == nil)
 	}
@@ -147,7 +161,16 @@ func (s *Store) lead() {
 // then counts every commit made before the sync began as synced (the WAL is
 // sequential). A failed sync makes every later commit synced.
 func (s *Store) syncTo(mark int64) error {
+	// One sync at a time: a sync that overtook a failing one would count frames
+	// synced that lie after the ones the failed write-back lost (see heal).
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.mu.Lock()
+	if s.lost != nil {
+		err := s.lost
+		s.mu.Unlock()
+		return err
+	}
 	if s.synced >= mark {
 		s.mu.Unlock()
 		return nil
@@ -159,9 +182,62 @@ func (s *Store) syncTo(mark int64) error {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.syncFailed = true
+		if !errors.Is(err, errSyncNotRun) {
+			s.lost = s.lostErr(err)
+			return s.lost
+		}
 		return fmt.Errorf("%w: sync the WAL: %w; every later commit is synced; check the disk", store.ErrUnavailable, err)
 	}
+	if s.lost != nil {
+		// A sync failed meanwhile: this one's success does not cover the frames
+		// written before that failure (see heal).
+		return s.lost
+	}
 	s.synced = max(s.synced, target)
+	return nil
+}
+
+// errSyncNotRun marks a sync of the WAL that failed before it reached the disk
+// (the file could not be opened): nothing written was lost by it, and the next
+// sync covers every frame.
+var errSyncNotRun = errors.New("the WAL file could not be opened to sync it")
+
+// lostErr is the error of every write after a failed sync of the WAL, until heal
+// rewrites what the WAL holds.
+func (s *Store) lostErr(err error) error {
+	return fmt.Errorf("%w: a sync of the WAL of %s failed (%w): the commits written before it may never reach the disk, "+
+		"and a later sync cannot tell (the kernel reports a failed write-back once); writes are refused until the "+
+		"WAL is rewritten into the database file and synced there. Next step: check the disk (dmesg, free space); "+
+		"the store retries at each write", store.ErrUnavailable, s.path, err)
+}
+
+// heal rewrites every committed frame of the WAL into the database file, syncs
+// that file and truncates the WAL (a TRUNCATE checkpoint; SQLite syncs the WAL
+// before and the database file after it), after a sync of the WAL failed. A
+// failed fsync reports the write-back error once; the pages it failed to write
+// stay in the page cache, readable, but may never reach the disk, and a later
+// fsync succeeds over them. A commit synced after it would lie behind a hole in
+// the WAL, and an operating-system crash would lose it with the hole (recovery
+// stops at the first frame that does not check out): a claim lost so lets a
+// retry claim the key afresh and send again. The checkpoint writes the frames
+// anew, from the page cache, into the database file. It runs on the write
+// connection, from lead, so no batch commits meanwhile. It returns nil once every
+// commit is on disk, or the error that keeps the writes refused.
+func (s *Store) heal() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	var busy, logged, moved int
+	err := s.w.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logged, &moved)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && busy != 0 {
+		err = fmt.Errorf("the checkpoint that rewrites it was blocked by another connection or process (%d of %d frames moved)", moved, logged)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; the rewrite of the WAL failed: %w", s.lost, err)
+	}
+	s.lost = nil
+	s.synced = s.commits
 	return nil
 }
 
@@ -306,6 +382,8 @@ func (s *Store) flusher(every time.Duration) {
 // every later commit synced before it returns, since the unsynced commits may
 // never reach the disk.
 func (s *Store) flush() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.mu.Lock()
 	target := s.commits
 	if s.synced >= target {
@@ -318,7 +396,14 @@ func (s *Store) flush() error {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.syncFailed = true
+		if !errors.Is(err, errSyncNotRun) {
+			s.lost = s.lostErr(err)
+			return fmt.Errorf("idemgate/store/sqlite: %w", s.lost)
+		}
 		return fmt.Errorf("idemgate/store/sqlite: sync the WAL of %s: %w: %w; every later commit is synced; check the disk", s.path, store.ErrUnavailable, err)
+	}
+	if s.lost != nil {
+		return fmt.Errorf("idemgate/store/sqlite: %w", s.lost)
 	}
 	s.synced = max(s.synced, target)
 	s.flushes++
@@ -333,7 +418,7 @@ func syncWAL(path string) error {
 		return nil // checkpointed and removed: the frames are in the database file, synced
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errSyncNotRun, err)
 	}
 	err = f.Sync()
 	if cerr := f.Close(); err == nil {

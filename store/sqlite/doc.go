@@ -7,12 +7,24 @@
 // written in the same commit as the step. Every commit is visible and safe against
 // a crash of the process at once. Under store.DurabilityClaim (the default) a
 // claim (Begin), a claim's second and later evidence (RecordSent,
-// store.SentMustSync) and a pause or resume are also on disk before they return: after
+// store.SentMustSync), a re-send's receipt (store.ReceiptMustSync) and a pause or
+// resume are also on disk before they return: after
 // their commit, the store syncs the WAL file (an fsync) and only then answers. The
 // later steps are on disk with the next synced commit, a checkpoint, or the sync of
 // the WAL at most Options.FlushInterval (100 ms) later, the window an
 // operating-system crash can lose them in. Close syncs. Under
 // store.DurabilityStrict every commit is synced before it returns.
+//
+// A sync of the WAL that fails at the disk fails the writes it was to sync, and
+// every write after it until the store has rewritten the WAL into the database
+// file and synced that file (a TRUNCATE checkpoint, tried again at each write and
+// at Close): the kernel reports a failed write-back once and keeps serving the
+// pages it could not write, so a later sync succeeds over frames that may never
+// reach the disk, and a commit synced after them would be lost with them in an
+// operating-system crash. Only this process learns of the failure: another
+// process on the same file does not, so after a disk error stop the workers that
+// share the file until the disk is checked. A sync that could not open the WAL
+// file lost nothing; every later commit is synced.
 //
 // Writes of one process queue for one connection and commit in groups: whoever
 // finds no commit running takes up to 128 queued writes into one transaction and

@@ -72,17 +72,21 @@ type Store struct {
 	stop         chan struct{} // Close stops the flusher
 	flushed      chan struct{} // the flusher has stopped
 
+	syncMu     sync.Mutex // held by each sync of the WAL with its bookkeeping (syncTo, flush, heal)
 	mu         sync.Mutex
 	idle       *sync.Cond // committing turned false
 	queue      []*job
 	committing bool // a goroutine leads a batch; the queue waits for it
 	closed     bool
-	syncing    int    // batches whose commit is being synced (lead); Close waits for them
-	commits    int64  // committed batches
-	synced     int64  // commits known to be on disk
-	flushes    int64  // syncs by the flusher that succeeded
-	syncFailed bool   // a sync failed: every later commit is synced
-	identity   string // read at Open (schema version 8)
+	syncing    int   // batches whose commit is being synced (lead); Close waits for them
+	commits    int64 // committed batches
+	synced     int64 // commits known to be on disk
+	flushes    int64 // syncs by the flusher that succeeded
+	syncFailed bool  // a sync failed: every later commit is synced
+	// lost is set when a sync of the WAL failed at the disk (not at the open):
+	// every write fails with it until heal rewrote the WAL into the database file.
+	lost     error
+	identity string // read at Open (schema version 8)
 	// timeIDsFrom is the first time-ordered receipt ID (schema version 10): the
 	// receipts below it were written before and keep a time index of their own.
 	timeIDsFrom int64
@@ -235,7 +239,15 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.flushed
-	errs := []error{s.flush()}
+	var errs []error
+	s.mu.Lock()
+	lost := s.lost
+	s.mu.Unlock()
+	if lost != nil {
+		// A failed sync left commits that may not be on disk: rewrite them (heal).
+		errs = append(errs, s.heal())
+	}
+	errs = append(errs, s.flush())
 	for _, st := range []*sql.Stmt{s.getW, s.upsert, s.insertNew, s.complete, s.release, s.abandon, s.insertReceipt} {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -378,9 +390,10 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	return rec, nil
 }
 
-// Append adds a receipt in its own commit.
+// Append adds a receipt in its own commit, synced when store.ReceiptMustSync
+// says so (a re-send's receipt).
 func (s *Store) Append(ctx context.Context, r store.Receipt) error {
-	return s.write(ctx, "append receipt to", false, func(ctx context.Context, tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
+	return s.write(ctx, "append receipt to", store.ReceiptMustSync(r), func(ctx context.Context, tx *sql.Tx) error { return s.appendTx(ctx, tx, r) })
 }
 
 // Receipts lists matching receipts, oldest first. A receipt's ID is at least its
