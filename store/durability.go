@@ -12,8 +12,8 @@ import "fmt"
 // DurabilityClaim it need not wait for its own sync. Where the store is a process
 // of its own, its crash must not lose them either: store/postgres syncs every step
 // of a write (a commit with synchronous_commit=off is lost when the PostgreSQL
-// server crashes, not only when its machine does), and only read receipts wait for
-// no sync there. Evidence that a key left through a keyed transport (RecordSent)
+// server crashes, not only when its machine does), and every receipt but a read's
+// (IsReadReceipt); only read receipts wait for no sync there. Evidence that a key left through a keyed transport (RecordSent)
 // is synced from a claim's second evidence on, whatever the Durability
 // (SentMustSync). Under DurabilityClaim the gate also takes read
 // receipts off the read's path: it queues them and appends them in batches

@@ -12,7 +12,7 @@ import "slices"
 func ReadsAtTheirTime(rs []Receipt) []Receipt {
 	var reads, others []Receipt
 	for _, r := range rs {
-		if r.Effect == "read" && r.Decision == DecisionRan {
+		if IsReadReceipt(r) {
 			reads = append(reads, r)
 		} else {
 			others = append(others, r)
@@ -35,3 +35,9 @@ func ReadsAtTheirTime(rs []Receipt) []Receipt {
 	}
 	return out
 }
+
+// IsReadReceipt reports whether r is the receipt of a read that ran (Effect
+// "read", Decision DecisionRan): the only receipt a durable store may leave
+// unsynced where its own crash, not only its machine's, loses unsynced commits
+// (store/postgres). Every other receipt records a write's step or a refusal.
+func IsReadReceipt(r Receipt) bool { return r.Effect == "read" && r.Decision == DecisionRan }

@@ -18,9 +18,10 @@
 // synchronous_commit=off, set in the startup message, and the statements of every
 // step of a write (Begin, Complete, Release, Abandon, Resolve), a claim's second
 // and later evidence (RecordSent, store.SentMustSync), Pause and Resume turn it on
-// for their own transaction: each is flushed before it returns. What is left
-// unsynced is the read receipts (AppendReceipts, Append) and the first evidence of a
-// claim (lost, the record has none and a re-send is refused): they are committed
+// for their own transaction: each is flushed before it returns, and so is every
+// receipt Append stores but a read's (store.IsReadReceipt: a replay, a refusal with
+// its withheld call, a hand-off, a re-send). What is left unsynced is the read
+// receipts (AppendReceipts, Append) and the first evidence of a claim (lost, the record has none and a re-send is refused): they are committed
 // and visible at once and flushed by the WAL writer within three times
 // wal_writer_delay (600 ms by default). The PostgreSQL server is a process of its
 // own: a commit made with synchronous_commit=off is lost when it crashes (an

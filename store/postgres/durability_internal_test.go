@@ -79,7 +79,8 @@ func TestClaimCommitsSynchronously(t *testing.T) {
 				{"release", releaseSQL, append([]any{"k1", "a", now}, receiptArgs(r)...), "on"},
 				{"abandon", abandonSQL, append([]any{"k1", "a", now}, receiptArgs(r)...), "on"},
 				{"first evidence", recordSentSQL, []any{"k1", "a", first}, tc.session},
-				{"append", appendSQL, receiptArgs(r), tc.session},
+				{"append a read's receipt", appendSQL, receiptArgs(r), tc.session},
+				{"append any other receipt", appendSyncedSQL, receiptArgs(r), "on"},
 				{"pause", pauseSQL, append([]any{p.Activity, p.Effect, p.Actor, p.Reason, now}, receiptArgs(r)...), "on"},
 			}
 			for _, st := range steps {

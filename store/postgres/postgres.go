@@ -173,6 +173,12 @@ const receiptInsert = `INSERT INTO idemgate_receipts (time, key, activity, effec
 
 var appendSQL = receiptInsert + ` VALUES (` + receiptParams(1) + `)`
 
+// appendSyncedSQL appends one receipt in a synced commit (syncedCommit), for every
+// receipt but a read's (store.IsReadReceipt): a re-send's, a replay's, a refusal's
+// with its withheld call, a hand-off's. A server crash must not lose them any more
+// than a write's outcome (TestAtkDurServerCrashKeepsWritePathReceipts).
+var appendSyncedSQL = receiptInsert + ` SELECT ` + receiptParams(1) + ` FROM (SELECT 1` + syncedCommit + `) s`
+
 // The transitions are store.Apply in SQL: one statement that updates only a
 // claimed record of this owner and appends the receipt only when it did.
 var (
@@ -471,9 +477,14 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	return rec, nil
 }
 
-// Append adds a receipt in its own statement.
+// Append adds a receipt in its own statement, synced whatever the Durability
+// unless it is a read's (store.IsReadReceipt).
 func (s *Store) Append(ctx context.Context, r store.Receipt) error {
-	_, err := s.pool.Exec(ctx, appendSQL, receiptArgs(r)...)
+	q := appendSyncedSQL
+	if store.IsReadReceipt(r) {
+		q = appendSQL
+	}
+	_, err := s.pool.Exec(ctx, q, receiptArgs(r)...)
 	if err != nil {
 		return s.fail("append receipt to", err)
 	}
