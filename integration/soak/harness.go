@@ -462,7 +462,7 @@ func (r *run) workload(ctx, dctx context.Context) {
 		for len(running) < r.cfg.InFlight && ctx.Err() == nil {
 			wf := r.tag + "w" + strconv.Itoa(n)
 			n++
-			in, p := r.agentInput(rng, wf)
+			in, p := r.agentInput(rng, wf, n%8 == 1)
 			id := "soak-" + wf
 			_, err := r.cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: r.spec.Queue,
 				WorkflowRunTimeout: 20 * time.Minute}, soakwf.Agent, in)
@@ -501,12 +501,28 @@ func (r *run) workload(ctx, dctx context.Context) {
 // local, not a child's) wait for an approval signal; in a quarter one or two more
 // calls come in signals; in a quarter of those that do not continue as new, one or
 // two more calls are made by updates. The plan is what the harness sends.
-func (r *run) agentInput(rng *rand.Rand, wf string) (soakwf.Input, *plan) {
+//
+// every (one workflow in eight, the first among them) adds a call of each kind the
+// random draw may miss in a short run — the asynchronous charge, the MCP read
+// (waiting for its approval) and the MCP refund, a call in a signal and one by an
+// update — and neither continues as new nor starts a child.
+func (r *run) agentInput(rng *rand.Rand, wf string, every bool) (soakwf.Input, *plan) {
 	in := soakwf.Input{LocalScheduleToClose: r.cfg.LocalScheduleToClose}
 	p := &plan{}
 	i := 0
-	draw := func(via string) soakwf.Call {
+	byName := func(name string) tool {
+		for _, t := range tools {
+			if t.name == name {
+				return t
+			}
+		}
+		panic("soak: no tool " + name)
+	}
+	draw := func(via string, named ...string) soakwf.Call {
 		t := tools[rng.IntN(len(tools))]
+		if len(named) > 0 {
+			t = byName(named[0])
+		}
 		tok := "tk-" + wf + "-" + strconv.Itoa(i)
 		i++
 		args, _ := json.Marshal(t.args(tok, rng))
@@ -527,15 +543,27 @@ func (r *run) agentInput(rng *rand.Rand, wf string) (soakwf.Input, *plan) {
 	for range n {
 		in.Calls = append(in.Calls, draw(""))
 	}
-	switch rng.IntN(4) {
-	case 0:
+	if every {
+		in.Calls = append(in.Calls, draw("", asyncTool), draw("", mcpReadTool), draw("", mcpDestructiveTol))
+		in.Calls[len(in.Calls)-2].Approval = true
+		p.approvals = append(p.approvals, in.Calls[len(in.Calls)-2].Token)
+		p.signalled = append(p.signalled, draw(soakwf.ViaSignal))
+		p.updates = append(p.updates, draw(soakwf.ViaUpdate))
+		r.count("workload: approval signal")
+		r.count("workload: call in a signal")
+		r.count("workload: update")
+		n = len(in.Calls)
+	}
+	switch x := rng.IntN(4); {
+	case every:
+	case x == 0:
 		from := rng.IntN(n)
 		to := from + 1 + rng.IntN(n-from)
 		for i := from; i < to; i++ {
 			in.Calls[i].Child = true
 		}
 		r.count("workload: child workflow")
-	case 1:
+	case x == 1:
 		in.ContinueAfter = 1 + rng.IntN(3)
 		r.count("workload: continue-as-new")
 	}
@@ -555,15 +583,14 @@ func (r *run) agentInput(rng *rand.Rand, wf string) (soakwf.Input, *plan) {
 			p.signalled = append(p.signalled, draw(soakwf.ViaSignal))
 			r.count("workload: call in a signal")
 		}
-		in.Signalled = len(p.signalled)
 	}
 	if in.ContinueAfter == 0 && rng.IntN(4) == 0 {
 		for range 1 + rng.IntN(2) {
 			p.updates = append(p.updates, draw(soakwf.ViaUpdate))
 			r.count("workload: update")
 		}
-		in.Updates = len(p.updates)
 	}
+	in.Signalled, in.Updates = len(p.signalled), len(p.updates)
 	return in, p
 }
 
@@ -735,6 +762,12 @@ func (r *run) reset(ctx, dctx context.Context, rng *rand.Rand) {
 		r.count("reset (closed workflow)")
 	} else {
 		r.count("reset (running workflow)")
+	}
+	r.mu.Lock()
+	p := r.plans[id]
+	r.mu.Unlock()
+	if p != nil {
+		r.count("workload: reset of a workflow with signals or updates")
 	}
 	r.kick(dctx, id)
 }

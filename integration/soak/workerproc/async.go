@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -25,7 +26,7 @@ const AsyncTool = "ChargeCardAsync"
 // the gate's key and owner, interceptor.AsyncToken) to a completer goroutine and
 // returns activity.ErrResultPending. The completer waits a moment (so that a SIGKILL
 // of the worker can land between the hand-off and the charge, or between the charge
-// and its completion), charges the card processor with the key (Stripe-style, as
+// and its completion; a graceful stop waits for the completers, see wait), charges the card processor with the key (Stripe-style, as
 // idemhttp.Stripe forwards it: the processor's lookup, ChargeCard's witness, answers
 // for it too), and completes through interceptor.CompleteAsync: the outcome stored
 // under the key first, then client.CompleteActivity.
@@ -36,6 +37,22 @@ type asyncCharger struct {
 	gated    bool
 	http     *http.Client
 	log      *slog.Logger
+	running  sync.WaitGroup // the completers
+}
+
+// wait waits, up to d, for the completers still running (a graceful stop lets them
+// finish; a SIGKILL does not).
+func (a *asyncCharger) wait(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		a.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		a.log.Warn("soak: ChargeCardAsync: stopping with completers still running")
+	}
 }
 
 // ChargeCardAsync hands the charge to a completer and returns ErrResultPending.
@@ -48,7 +65,7 @@ func (a *asyncCharger) ChargeCardAsync(ctx context.Context, args map[string]any)
 	if err != nil {
 		return nil, interceptor.NotCommitted(temporal.NewNonRetryableApplicationError("soak: ChargeCardAsync: encode: "+err.Error(), "BadRequest", nil))
 	}
-	go a.completer(h, body, time.Duration(rand.IntN(1500))*time.Millisecond)
+	a.running.Go(func() { a.completer(h, body, time.Duration(rand.IntN(1000))*time.Millisecond) })
 	return nil, activity.ErrResultPending
 }
 

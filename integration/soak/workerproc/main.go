@@ -182,5 +182,6 @@ func run() int {
 	fmt.Printf("ready gate=%v\n", *gate)
 	<-ctx.Done()
 	w.Stop()
+	async.wait(10 * time.Second)
 	return 0
 }
