@@ -728,6 +728,19 @@ func (r *run) reset(ctx, dctx context.Context, rng *rand.Rand) {
 		return
 	}
 	id := r.ids[rng.IntN(len(r.ids))]
+	// Half the time, a workflow whose signals and updates the harness is still
+	// serving (most likely running: a reset across an approval, a signalled call or
+	// an accepted update).
+	var served []string
+	for wid, p := range r.plans {
+		if p.driving {
+			served = append(served, wid)
+		}
+	}
+	if rng.IntN(2) == 0 && len(served) > 0 {
+		slices.Sort(served)
+		id = served[rng.IntN(len(served))]
+	}
 	r.mu.Unlock()
 	d, err := r.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
