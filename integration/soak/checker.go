@@ -35,11 +35,16 @@ const (
 	// KindPendingSettleable: a record still blocks its key although a witness could
 	// have settled it (its activity has a witness, the owner is gone past NotSentFrom).
 	KindPendingSettleable = "pending-settleable"
+	// KindUpdateDiffers: the client got an update call's outcome as done, and the
+	// completed workflow's result lists that call otherwise (not done, or done with a
+	// result naming another of the vendor's records): a reset re-ran the update's call
+	// and it did not get the stored result.
+	KindUpdateDiffers = "update-differs"
 )
 
 // Kinds lists every kind, in the order Check looks.
 var Kinds = []string{KindDestructiveTwice, KindIdempotentTwoKeys, KindEffects, KindRefusal, KindReceiptLost,
-	KindReplayOtherArgs, KindPendingSettleable}
+	KindReplayOtherArgs, KindPendingSettleable, KindUpdateDiffers}
 
 // Run is the last run of one workflow ID, as Temporal reports it.
 type Run struct {
@@ -61,6 +66,9 @@ type Input struct {
 	Receipts []store.Receipt
 	Records  []store.Record
 	Runs     []Run
+	// Updates are the outcomes the client got for the calls it made by updates (one
+	// per answer: after a reset it may get a call's outcome again).
+	Updates []Update
 	// Witnessed names the activities that have a witness (a vendor lookup by key).
 	Witnessed map[string]bool
 	// Now is when the records were read; Grace is how long past NotSentFrom a
@@ -207,6 +215,21 @@ func (v *view) history(tok string, keys ...string) string {
 	for _, e := range v.effects[tok] {
 		fmt.Fprintf(&b, "  ledger %s #%d %s key=%s record=%s %s\n", e.Vendor, e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Key, e.RecordID, e.Body)
 	}
+	for _, u := range v.in.Updates {
+		if u.Outcome.Token == tok {
+			fmt.Fprintf(&b, "  update of %s answered: %s\n", u.WorkflowID, outcomeString(u.Outcome))
+		}
+	}
+	for _, r := range v.in.Runs {
+		if r.Result == nil || workflowOf(r.WorkflowID) != workflowOf(tok) {
+			continue
+		}
+		for _, o := range r.Result.Calls {
+			if o.Token == tok {
+				fmt.Fprintf(&b, "  workflow %s run %.8s (%s) lists: %s\n", r.WorkflowID, r.RunID, r.Status, outcomeString(o))
+			}
+		}
+	}
 	return b.String()
 }
 
@@ -275,24 +298,35 @@ func Check(in Input) []Violation {
 		}
 	}
 
-	// Every refusal with its withheld call and a reason.
-	for _, r := range in.Runs {
-		if r.Result == nil {
+	// A call the client got done from its update had its effect, as a workflow's would.
+	for _, u := range in.Updates {
+		o := u.Outcome
+		c, ok := v.calls[o.Token]
+		if !ok || !o.Done || c.Effect == "read" {
 			continue
 		}
-		for _, o := range r.Result.Calls {
-			f := o.Refusal
-			if f == nil {
-				continue
-			}
-			switch {
-			case strings.TrimSpace(f.Message) == "":
-				bad(KindRefusal, o.Token, "", "%s refused (%s) without a reason", o.Tool, f.Type)
-			case f.Call == nil:
-				bad(KindRefusal, o.Token, "", "%s refused (%s) without its withheld call: %s", o.Tool, f.Type, f.Message)
-			case f.Call.Activity != o.Tool || !bytes.Contains(f.Call.Args, []byte(o.Token)) || f.Call.Key == "":
-				bad(KindRefusal, o.Token, f.Call.Key, "%s refused (%s) with another call withheld: %s", o.Tool, f.Type, f.Call)
-			}
+		es := v.effects[o.Token]
+		switch {
+		case len(es) == 0:
+			bad(KindEffects, o.Token, "", "%s: its update answered done (result %s), but the vendor has no effect of it", c.Tool, o.Result)
+		case !resultNamesAnEffect(o.Result, es):
+			bad(KindEffects, o.Token, "", "%s: its update answered done with result %s, which names none of the vendor's records for it", c.Tool, o.Result)
+		}
+	}
+
+	// Every refusal with its withheld call and a reason.
+	for _, o := range v.outcomes() {
+		f := o.Refusal
+		if f == nil {
+			continue
+		}
+		switch {
+		case strings.TrimSpace(f.Message) == "":
+			bad(KindRefusal, o.Token, "", "%s refused (%s) without a reason", o.Tool, f.Type)
+		case f.Call == nil:
+			bad(KindRefusal, o.Token, "", "%s refused (%s) without its withheld call: %s", o.Tool, f.Type, f.Message)
+		case f.Call.Activity != o.Tool || !bytes.Contains(f.Call.Args, []byte(o.Token)) || f.Call.Key == "":
+			bad(KindRefusal, o.Token, f.Call.Key, "%s refused (%s) with another call withheld: %s", o.Tool, f.Type, f.Call)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(v.receipts)) {
@@ -345,18 +379,13 @@ func Check(in Input) []Violation {
 			}
 		}
 	}
-	for _, r := range in.Runs {
-		if r.Result == nil {
+	for _, o := range v.outcomes() {
+		c, ok := v.calls[o.Token]
+		if !ok || !o.Done || c.Effect == "read" {
 			continue
 		}
-		for _, o := range r.Result.Calls {
-			c, ok := v.calls[o.Token]
-			if !ok || !o.Done || c.Effect == "read" {
-				continue
-			}
-			if !slices.ContainsFunc(v.sortedKeys(o.Token), completed) {
-				bad(KindReceiptLost, o.Token, "", "%s reported done, but no key of the call has a receipt of its completion (ran, or resolved as sent)", c.Tool)
-			}
+		if !slices.ContainsFunc(v.sortedKeys(o.Token), completed) {
+			bad(KindReceiptLost, o.Token, "", "%s reported done, but no key of the call has a receipt of its completion (ran, or resolved as sent)", c.Tool)
 		}
 	}
 
@@ -393,8 +422,75 @@ func Check(in Input) []Violation {
 		}
 	}
 
+	// An update's outcome the client got done is the one the completed workflow lists.
+	listed := map[string]soakwf.Outcome{}
+	for _, r := range in.Runs {
+		if r.Status != "completed" || r.Result == nil {
+			continue
+		}
+		for _, o := range r.Result.Calls {
+			listed[o.Token] = o
+		}
+	}
+	for _, u := range in.Updates {
+		got := u.Outcome
+		o, ok := listed[got.Token]
+		if !got.Done || !ok {
+			continue // not done, or no completed workflow (a missing outcome is effects-differ's)
+		}
+		c := v.calls[got.Token]
+		switch {
+		case !o.Done:
+			bad(KindUpdateDiffers, got.Token, "", "%s: the client's update got it done (result %s), the workflow lists it not done: %s",
+				c.Tool, got.Result, outcomeString(o))
+		case c.Effect != "read" && !sameRecords(got.Result, o.Result, v.effects[got.Token]):
+			bad(KindUpdateDiffers, got.Token, "", "%s: the client's update got result %s, the workflow lists result %s: not the same record",
+				c.Tool, got.Result, o.Result)
+		}
+	}
+
 	slices.SortStableFunc(out, func(a, b Violation) int { return slices.Index(Kinds, a.Kind) - slices.Index(Kinds, b.Kind) })
 	return out
+}
+
+// outcomes are every outcome reported: the runs' results' and the updates' the
+// client got.
+func (v *view) outcomes() []soakwf.Outcome {
+	var out []soakwf.Outcome
+	for _, r := range v.in.Runs {
+		if r.Result != nil {
+			out = append(out, r.Result.Calls...)
+		}
+	}
+	for _, u := range v.in.Updates {
+		out = append(out, u.Outcome)
+	}
+	return out
+}
+
+// sameRecords: every ledger record a names, b names too, and the other way round.
+func sameRecords(a, b json.RawMessage, es []vendorsim.Entry) bool {
+	for _, e := range es {
+		if e.RecordID == "" {
+			continue
+		}
+		q := []byte(`"` + e.RecordID + `"`)
+		if bytes.Contains(a, q) != bytes.Contains(b, q) {
+			return false
+		}
+	}
+	return true
+}
+
+func outcomeString(o soakwf.Outcome) string {
+	switch {
+	case o.Done:
+		return "done " + string(o.Result)
+	case o.Refusal != nil:
+		return fmt.Sprintf("refused (%s): %.200s", o.Refusal.Type, o.Refusal.Message)
+	default:
+		return fmt.Sprintf("failed: %.200s", o.Err)
+	}
 }
 
 // resultNamesAnEffect: the result names a record one of the effects produced (or

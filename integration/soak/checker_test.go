@@ -16,8 +16,10 @@ var t0 = time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 
 // healthy is a run with nothing wrong: one workflow (w1) with a read, a keyed
 // destructive write (ChargeCard), an unkeyed one (SendEmail), a keyed idempotent
-// write (CreateTicket) and an unkeyed one (UpsertContact), all done, each claimed,
-// performed once and completed; the charge was replayed once to a reset run.
+// write (CreateTicket) and an unkeyed one (UpsertContact), a refund through the MCP
+// server (keyed, its ledger like a vendor's), a charge completed asynchronously and
+// a charge made by an update (the client got its outcome), all done, each claimed,
+// performed once and completed; the first charge was replayed once to a reset run.
 func healthy() Input {
 	call := func(i, tool, effect, args string) soakwf.Call {
 		return soakwf.Call{Token: "tk-w1-" + i, Tool: tool, Effect: effect, Args: json.RawMessage(args)}
@@ -28,12 +30,19 @@ func healthy() Input {
 		call("2", "SendEmail", "destructive", `{"to":"a@example.com","subject":"s tk-w1-2","body":"b"}`),
 		call("3", "CreateTicket", "idempotent-write", `{"subject":"t tk-w1-3","requester":"a@example.com"}`),
 		call("4", "UpsertContact", "idempotent-write", `{"email":"tk-w1-4@example.com","name":"n"}`),
+		call("5", "mcp.soak.refund_payment", "destructive", `{"payment":"py_tk-w1-5","amount":100}`),
+		call("6", "ChargeCardAsync", "destructive", `{"customer":"cus_tk-w1-6","amount":100,"currency":"usd"}`),
+		call("7", "ChargeCard", "destructive", `{"customer":"cus_tk-w1-7","amount":200,"currency":"usd"}`),
 	}
+	calls[7].Via = soakwf.ViaUpdate
 	ledger := []vendorsim.Entry{
 		{Seq: 1, Vendor: "payments", Key: "k1", Keyed: true, Path: "/v1/charges", Body: json.RawMessage(`{"customer":"cus_tk-w1-1","amount":100}`), RecordID: "ch_000001"},
 		{Seq: 1, Vendor: "email", Key: "msg:aa", Path: "/v3/mail/send", Body: json.RawMessage(`{"subject":"s tk-w1-2"}`), RecordID: "msg-1"},
 		{Seq: 1, Vendor: "tickets", Key: "k3", Keyed: true, Path: "/tickets", Body: json.RawMessage(`{"subject":"t tk-w1-3"}`), RecordID: "T-1001"},
 		{Seq: 1, Vendor: "crm", Key: "tk-w1-4@example.com", Path: "/contacts/tk-w1-4@example.com", Body: json.RawMessage(`{"name":"n"}`), RecordID: "tk-w1-4@example.com"},
+		{Seq: 1, Vendor: "mcp", Key: "k5", Keyed: true, Path: "tools/call refund_payment", Body: json.RawMessage(`{"payment":"py_tk-w1-5","amount":100}`), RecordID: "rf_000001"},
+		{Seq: 2, Vendor: "payments", Key: "k6", Keyed: true, Path: "/v1/charges", Body: json.RawMessage(`{"customer":"cus_tk-w1-6","amount":100}`), RecordID: "ch_000002"},
+		{Seq: 3, Vendor: "payments", Key: "k7", Keyed: true, Path: "/v1/charges", Body: json.RawMessage(`{"customer":"cus_tk-w1-7","amount":200}`), RecordID: "ch_000003"},
 	}
 	var rs []store.Receipt
 	var recs []store.Record
@@ -44,7 +53,7 @@ func healthy() Input {
 			Decision: d, ArgsHash: hash, WorkflowID: "soak-w1", RunID: "r1", Attempt: 1})
 	}
 	for i, c := range calls[1:] {
-		key := []string{"k1", "k2", "k3", "k4"}[i]
+		key := []string{"k1", "k2", "k3", "k4", "k5", "k6", "k7"}[i]
 		hash := "h" + key
 		add(key, c.Tool, c.Effect, store.DecisionClaimed, hash)
 		add(key, c.Tool, c.Effect, store.DecisionRan, hash)
@@ -59,9 +68,14 @@ func healthy() Input {
 		{Token: "tk-w1-2", Tool: "SendEmail", Done: true, Result: json.RawMessage(`{"message_id":"msg-1"}`)},
 		{Token: "tk-w1-3", Tool: "CreateTicket", Done: true, Result: json.RawMessage(`{"id":"T-1001"}`)},
 		{Token: "tk-w1-4", Tool: "UpsertContact", Done: true, Result: json.RawMessage(`{"email":"tk-w1-4@example.com"}`)},
+		{Token: "tk-w1-5", Tool: "mcp.soak.refund_payment", Done: true, Result: json.RawMessage(`{"text":"refund rf_000001","structured":{"id":"rf_000001"}}`)},
+		{Token: "tk-w1-6", Tool: "ChargeCardAsync", Done: true, Result: json.RawMessage(`{"id":"ch_000002","amount":100}`)},
+		{Token: "tk-w1-7", Tool: "ChargeCard", Done: true, Result: json.RawMessage(`{"id":"ch_000003","amount":200}`)},
 	}}
+	upd := soakwf.Outcome{Token: "tk-w1-7", Tool: "ChargeCard", Done: true, Result: json.RawMessage(`{"id":"ch_000003","amount":200}`)}
 	return Input{Seed: 7, Calls: calls, Ledger: ledger, Receipts: rs, Records: recs,
 		Runs:      []Run{{WorkflowID: "soak-w1", RunID: "r2", Status: "completed", Result: res}},
+		Updates:   []Update{{WorkflowID: "soak-w1", Outcome: upd}},
 		Witnessed: map[string]bool{"ChargeCard": true}, Now: t0.Add(2 * time.Minute), Grace: time.Minute}
 }
 
@@ -146,6 +160,39 @@ func TestCheckerCatchesEachInvariant(t *testing.T) {
 		{"a witnessed write still pending long past the time its witness's answer counts", KindPendingSettleable, "tk-w1-1", func(in *Input) {
 			in.Records[0].State = store.StateClaimed
 			in.Now = store.NotSentFrom(in.Records[0]).Add(2 * in.Grace)
+		}},
+		{"an MCP tool performed twice under one key (its server's Dedup bypassed)", KindDestructiveTwice, "tk-w1-5", func(in *Input) {
+			e := in.Ledger[4]
+			e.Seq, e.RecordID = 2, "rf_000002"
+			in.Ledger = append(in.Ledger, e)
+		}},
+		{"an MCP effect without a claim receipt", KindReceiptLost, "tk-w1-5", func(in *Input) {
+			in.Receipts = dropReceipts(in.Receipts, "k5", store.DecisionClaimed)
+		}},
+		{"a charge completed asynchronously without the receipt of its completion", KindReceiptLost, "tk-w1-6", func(in *Input) {
+			in.Receipts = dropReceipts(in.Receipts, "k6", store.DecisionRan)
+			in.Records[5].State = store.StateClaimed
+		}},
+		{"an update answered done that the vendor never performed", KindEffects, "tk-w1-7", func(in *Input) {
+			in.Runs = nil // the workflow did not complete: only the client's answer says done
+			in.Ledger = in.Ledger[:6]
+		}},
+		{"an update's answer naming another record", KindEffects, "tk-w1-7", func(in *Input) {
+			in.Updates[0].Outcome.Result = json.RawMessage(`{"id":"ch_000999"}`)
+		}},
+		{"an update refused without its withheld call", KindRefusal, "tk-w1-7", func(in *Input) {
+			in.Runs = nil
+			in.Updates[0].Outcome = soakwf.Outcome{Token: "tk-w1-7", Tool: "ChargeCard",
+				Refusal: &soakwf.Refusal{Type: interceptor.ErrTypeInFlight, Message: "idemgate: refused"}}
+		}},
+		{"the workflow lists an update's call not done although the client got it done", KindUpdateDiffers, "tk-w1-7", func(in *Input) {
+			o := &in.Runs[0].Result.Calls[7]
+			o.Done, o.Result, o.Err = false, nil, "activity error"
+		}},
+		{"the workflow lists an update's call done with another record than the client got", KindUpdateDiffers, "tk-w1-7", func(in *Input) {
+			in.Ledger = append(in.Ledger, vendorsim.Entry{Seq: 4, Vendor: "payments", Key: "k7", Keyed: true, Path: "/v1/charges",
+				Body: json.RawMessage(`{"customer":"cus_tk-w1-7","amount":200}`), RecordID: "ch_000004"})
+			in.Runs[0].Result.Calls[7].Result = json.RawMessage(`{"id":"ch_000004","amount":200}`)
 		}},
 	}
 	for _, c := range cases {

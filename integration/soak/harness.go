@@ -27,6 +27,7 @@ import (
 	"github.com/idemgate/idemgate/integration/soak/soakwf"
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/vendorsim"
 )
@@ -100,11 +101,38 @@ type Stats struct {
 	// receipts the store holds.
 	Effects, Receipts int
 	// Faults counts what the nemesis did, by kind; Workload the calls and workflows
-	// of each feature (local activities, child workflows, continue-as-new).
-	Faults     map[string]int
-	Workload   map[string]int
+	// of each feature (local activities, child workflows, continue-as-new, approvals,
+	// signalled calls, updates, the asynchronous tool, the MCP tools).
+	Faults   map[string]int
+	Workload map[string]int
+	// Ran counts, for each kind of call that needs more than the workload drawing it
+	// (RanKinds), the calls that actually ran: a mix that silently never runs a kind
+	// proves nothing about it.
+	Ran        map[string]int
 	Violations []Violation
 }
+
+// The kinds of call Stats.Ran counts.
+const (
+	// RanApproved: calls made after their approval signal, reported done.
+	RanApproved = "approved call"
+	// RanSignalled: calls that came in a signal, reported done.
+	RanSignalled = "signalled call"
+	// RanUpdate: update calls whose outcome (done) the client got.
+	RanUpdate = "update"
+	// RanAsync: ChargeCardAsync calls reported done (completed asynchronously, or
+	// replayed from the completion stored under their key).
+	RanAsync = "async completion"
+	// RanHandedOff: the gate's handed-off receipts (an attempt that returned
+	// ErrResultPending).
+	RanHandedOff = "async hand-off"
+	// RanMCPRead and RanMCPDestructive: the MCP server's tools ran (its own count).
+	RanMCPRead        = "MCP read"
+	RanMCPDestructive = "MCP destructive"
+)
+
+// RanKinds lists the kinds Stats.Ran counts.
+var RanKinds = []string{RanApproved, RanSignalled, RanUpdate, RanAsync, RanHandedOff, RanMCPRead, RanMCPDestructive}
 
 // BuildWorker builds integration/soak/workerproc into dir.
 func BuildWorker(ctx context.Context, dir string) (string, error) {
@@ -117,31 +145,51 @@ func BuildWorker(ctx context.Context, dir string) (string, error) {
 }
 
 // tool is a call the workload makes, with its effect and arguments built around the
-// call's token.
+// call's token; local: it may run as a local activity.
 type tool struct {
 	name, effect string
 	args         func(tok string, r *rand.Rand) map[string]any
+	local        bool
+}
+
+// The tools that are not package activities': the one that completes asynchronously
+// (workerproc's ChargeCardAsync) and the MCP server's (mcpserver.go), as activities.
+var (
+	asyncTool         = "ChargeCardAsync"
+	mcpReadTool       = mcptools.ActivityName(mcpServerName, mcpRead)
+	mcpDestructiveTol = mcptools.ActivityName(mcpServerName, mcpDestructive)
+)
+
+func chargeArgs(tok string, r *rand.Rand) map[string]any {
+	return map[string]any{"customer": "cus_" + tok, "amount": 100 + r.IntN(9900), "currency": "usd", "description": "soak " + tok}
 }
 
 var tools = []tool{
-	{"SearchDocs", "read", func(tok string, _ *rand.Rand) map[string]any { return map[string]any{"query": "refund " + tok} }},
-	{"GetCustomer", "read", func(tok string, _ *rand.Rand) map[string]any { return map[string]any{"customer_id": "cus_" + tok} }},
+	{"SearchDocs", "read", func(tok string, _ *rand.Rand) map[string]any { return map[string]any{"query": "refund " + tok} }, false},
+	{"GetCustomer", "read", func(tok string, _ *rand.Rand) map[string]any { return map[string]any{"customer_id": "cus_" + tok} }, true},
 	{"UpsertContact", "idempotent-write", func(tok string, r *rand.Rand) map[string]any {
 		return map[string]any{"email": tok + "@example.com", "name": "Soak " + tok, "company": "C" + strconv.Itoa(r.IntN(9))}
-	}},
+	}, true},
 	{"CreateTicket", "idempotent-write", func(tok string, _ *rand.Rand) map[string]any {
 		return map[string]any{"subject": "soak " + tok, "requester": tok + "@example.com", "body": "soak"}
-	}},
-	{"ChargeCard", "destructive", func(tok string, r *rand.Rand) map[string]any {
-		return map[string]any{"customer": "cus_" + tok, "amount": 100 + r.IntN(9900), "currency": "usd", "description": "soak " + tok}
-	}},
+	}, true},
+	{"ChargeCard", "destructive", chargeArgs, true},
 	{"SendEmail", "destructive", func(tok string, _ *rand.Rand) map[string]any {
 		return map[string]any{"to": tok + "@example.com", "subject": "soak " + tok, "body": "soak"}
-	}},
+	}, true},
+	{asyncTool, "destructive", chargeArgs, false},
+	{mcpReadTool, "read", func(tok string, _ *rand.Rand) map[string]any { return map[string]any{"order": "ord_" + tok} }, false},
+	{mcpDestructiveTol, "destructive", func(tok string, r *rand.Rand) map[string]any {
+		return map[string]any{"payment": "py_" + tok, "amount": 100 + r.IntN(900)}
+	}, false},
 }
 
-// witnessed: the activities whose workers ask a witness (the processor's lookup).
-var witnessed = map[string]bool{"ChargeCard": true}
+// writeTools are the workload's write tools (what the nemesis pauses).
+var writeTools = []string{"ChargeCard", "SendEmail", "CreateTicket", "UpsertContact", asyncTool, mcpDestructiveTol}
+
+// witnessed: the activities whose workers ask a witness (the processor's lookup for
+// both charges, the MCP server's Dedup lookup for its tools).
+var witnessed = map[string]bool{"ChargeCard": true, asyncTool: true, mcpDestructiveTol: true}
 
 // run is one soak run's state.
 type run struct {
@@ -152,11 +200,16 @@ type run struct {
 	tag   string
 	proxy *proxy // between the workers and PostgreSQL (nil for SQLite)
 
-	mu     sync.Mutex
-	procs  []*faults.Proc
-	calls  []soakwf.Call
-	ids    []string
-	faults map[string]int
+	mcp *mcpServer
+
+	mu      sync.Mutex
+	procs   []*faults.Proc
+	calls   []soakwf.Call
+	ids     []string
+	faults  map[string]int
+	plans   map[string]*plan // by workflow ID: what the harness signals and updates
+	updates []Update         // the outcomes the harness got for update calls
+	drivers sync.WaitGroup
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -200,16 +253,22 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 		return st, err
 	}
 	defer lookup.Close()
-	r := &run{cfg: cfg, world: world, faults: map[string]int{}, tag: strconv.FormatUint(cfg.Seed, 36) + "x" + uuid.NewString()[:4]}
+	m, err := startMCP()
+	if err != nil {
+		return st, err
+	}
+	defer m.Close()
+	r := &run{cfg: cfg, world: world, mcp: m, faults: map[string]int{}, plans: map[string]*plan{},
+		tag: strconv.FormatUint(cfg.Seed, 36) + "x" + uuid.NewString()[:4]}
 	spec := faults.WorkerSpec{Bin: cfg.Bin, HostPort: cfg.HostPort, Namespace: cfg.Namespace, Queue: "soak-" + r.tag,
 		World: world, PaymentsLookup: lookupURL, HoldUnknown: time.Second, Bare: cfg.Broken == BrokenBare,
-		Durability: cfg.Durability}
+		Durability: cfg.Durability, Args: []string{"--mcp-url", m.URL, "--mcp-dedup-window", mcpDedupWindow.String()}}
 	switch cfg.Broken {
 	case "", BrokenBare:
 	case BrokenForget:
-		spec.Args = []string{"--forget-completions"}
+		spec.Args = append(spec.Args, "--forget-completions")
 	case BrokenPassThrough:
-		spec.Args = []string{"--all-read"}
+		spec.Args = append(spec.Args, "--all-read")
 	default:
 		return st, fmt.Errorf("idemgate/integration/soak: unknown broken variant %q (passthrough, bare or forget)", cfg.Broken)
 	}
@@ -260,13 +319,19 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 	r.logf("seed %d, store %s, %d workers, %d in flight, nemesis %v, broken %q, queue %s", cfg.Seed, cfg.Store, cfg.Workers, cfg.InFlight,
 		cfg.Nemesis, cfg.Broken, spec.Queue)
 
+	// The drivers (signals and updates) outlive the workload: they serve the drain.
+	dctx0, stopDrivers := context.WithCancel(ctx)
+	defer func() {
+		stopDrivers()
+		r.drivers.Wait()
+	}()
 	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()
 	var wg sync.WaitGroup
 	if cfg.Nemesis {
-		wg.Go(func() { r.nemesis(wctx) })
+		wg.Go(func() { r.nemesis(wctx, dctx0) })
 	}
-	r.workload(wctx)
+	r.workload(wctx, dctx0)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return st, ctx.Err()
@@ -323,6 +388,9 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
+	// Every workflow is closed: the drivers stop, and what they got is final.
+	stopDrivers()
+	r.drivers.Wait()
 
 	in, err := r.collect(ctx)
 	if err != nil {
@@ -340,6 +408,7 @@ func Soak(ctx context.Context, cfg Config) (Stats, error) {
 			st.Faults[k] = n
 		}
 	}
+	st.Ran = r.ran(in)
 	st.Violations = Check(in)
 	st.Wall = time.Since(start)
 	return st, nil
@@ -364,8 +433,9 @@ func (r *run) startWorker(ctx context.Context, i int, extra []string) error {
 	return nil
 }
 
-// workload keeps cfg.InFlight agent workflows running until ctx ends.
-func (r *run) workload(ctx context.Context) {
+// workload keeps cfg.InFlight agent workflows running until ctx ends; dctx bounds
+// the drivers that signal and update them (they outlive the workload, for the drain).
+func (r *run) workload(ctx, dctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 1))
 	running := map[string]bool{}
 	n := 0
@@ -392,7 +462,7 @@ func (r *run) workload(ctx context.Context) {
 		for len(running) < r.cfg.InFlight && ctx.Err() == nil {
 			wf := r.tag + "w" + strconv.Itoa(n)
 			n++
-			in := r.agentInput(rng, wf)
+			in, p := r.agentInput(rng, wf, n%8 == 1)
 			id := "soak-" + wf
 			_, err := r.cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: r.spec.Queue,
 				WorkflowRunTimeout: 20 * time.Minute}, soakwf.Agent, in)
@@ -403,10 +473,19 @@ func (r *run) workload(ctx context.Context) {
 				break
 			}
 			running[id] = true
+			p.id, p.kick, p.rng = id, make(chan struct{}, 1), rand.New(rand.NewPCG(r.cfg.Seed, 3+uint64(n)))
 			r.mu.Lock()
 			r.ids = append(r.ids, id)
 			r.calls = append(r.calls, in.Calls...)
+			r.calls = append(r.calls, p.signalled...)
+			r.calls = append(r.calls, p.updates...)
+			if p.drives() {
+				r.plans[id] = p
+			}
 			r.mu.Unlock()
+			if p.drives() {
+				r.kick(dctx, id)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -417,34 +496,102 @@ func (r *run) workload(ctx context.Context) {
 
 // agentInput draws a workflow's calls: 2–6 random tools, a quarter of them (of the
 // tools that have a local form) as local activities; in a quarter of the workflows a
-// run of calls in a child workflow, in another quarter continue-as-new every 1–3 calls.
-func (r *run) agentInput(rng *rand.Rand, wf string) soakwf.Input {
+// run of calls in a child workflow, in another quarter continue-as-new every 1–3
+// calls. Independently, in a third of the workflows one or two of the calls (not
+// local, not a child's) wait for an approval signal; in a quarter one or two more
+// calls come in signals; in a quarter of those that do not continue as new, one or
+// two more calls are made by updates. The plan is what the harness sends.
+//
+// every (one workflow in eight, the first among them) adds a call of each kind the
+// random draw may miss in a short run — the asynchronous charge, the MCP read
+// (waiting for its approval) and the MCP refund, a call in a signal and one by an
+// update — and neither continues as new nor starts a child.
+func (r *run) agentInput(rng *rand.Rand, wf string, every bool) (soakwf.Input, *plan) {
 	in := soakwf.Input{LocalScheduleToClose: r.cfg.LocalScheduleToClose}
-	n := 2 + rng.IntN(5)
-	for i := range n {
+	p := &plan{}
+	i := 0
+	byName := func(name string) tool {
+		for _, t := range tools {
+			if t.name == name {
+				return t
+			}
+		}
+		panic("soak: no tool " + name)
+	}
+	draw := func(via string, named ...string) soakwf.Call {
 		t := tools[rng.IntN(len(tools))]
+		if len(named) > 0 {
+			t = byName(named[0])
+		}
 		tok := "tk-" + wf + "-" + strconv.Itoa(i)
+		i++
 		args, _ := json.Marshal(t.args(tok, rng))
-		c := soakwf.Call{Token: tok, Tool: t.name, Effect: t.effect, Args: args}
-		if t.name != "SearchDocs" && rng.IntN(4) == 0 {
+		c := soakwf.Call{Token: tok, Tool: t.name, Effect: t.effect, Args: args, Via: via}
+		if via == "" && t.local && rng.IntN(4) == 0 {
 			c.Local = true
 			r.count("workload: local activity")
 		}
-		in.Calls = append(in.Calls, c)
+		switch t.name {
+		case asyncTool:
+			r.count("workload: async completion")
+		case mcpReadTool, mcpDestructiveTol:
+			r.count("workload: MCP tool")
+		}
+		return c
 	}
-	switch rng.IntN(4) {
-	case 0:
+	n := 2 + rng.IntN(5)
+	for range n {
+		in.Calls = append(in.Calls, draw(""))
+	}
+	if every {
+		in.Calls = append(in.Calls, draw("", asyncTool), draw("", mcpReadTool), draw("", mcpDestructiveTol))
+		in.Calls[len(in.Calls)-2].Approval = true
+		p.approvals = append(p.approvals, in.Calls[len(in.Calls)-2].Token)
+		p.signalled = append(p.signalled, draw(soakwf.ViaSignal))
+		p.updates = append(p.updates, draw(soakwf.ViaUpdate))
+		r.count("workload: approval signal")
+		r.count("workload: call in a signal")
+		r.count("workload: update")
+		n = len(in.Calls)
+	}
+	switch x := rng.IntN(4); {
+	case every:
+	case x == 0:
 		from := rng.IntN(n)
 		to := from + 1 + rng.IntN(n-from)
 		for i := from; i < to; i++ {
 			in.Calls[i].Child = true
 		}
 		r.count("workload: child workflow")
-	case 1:
+	case x == 1:
 		in.ContinueAfter = 1 + rng.IntN(3)
 		r.count("workload: continue-as-new")
 	}
-	return in
+	if rng.IntN(3) == 0 {
+		for range 1 + rng.IntN(2) {
+			c := &in.Calls[rng.IntN(n)]
+			if c.Local || c.Child || c.Approval {
+				continue
+			}
+			c.Approval = true
+			p.approvals = append(p.approvals, c.Token)
+			r.count("workload: approval signal")
+		}
+	}
+	if rng.IntN(4) == 0 {
+		for range 1 + rng.IntN(2) {
+			p.signalled = append(p.signalled, draw(soakwf.ViaSignal))
+			r.count("workload: call in a signal")
+		}
+	}
+	if in.ContinueAfter == 0 && rng.IntN(4) == 0 {
+		for range 1 + rng.IntN(2) {
+			p.updates = append(p.updates, draw(soakwf.ViaUpdate))
+			r.count("workload: update")
+		}
+	}
+	in.Signalled, in.Updates = len(p.signalled), len(p.updates)
+	return in, p
 }
 
 // open lists those of ids whose latest run is still running (or cannot be described).
@@ -459,8 +606,9 @@ func (r *run) open(ctx context.Context, ids []string) []string {
 	return out
 }
 
-// nemesis injects faults at random from the seed until ctx ends.
-func (r *run) nemesis(ctx context.Context) {
+// nemesis injects faults at random from the seed until ctx ends (dctx bounds the
+// drivers a reset wakes).
+func (r *run) nemesis(ctx, dctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 2))
 	type action struct {
 		name   string
@@ -470,7 +618,7 @@ func (r *run) nemesis(ctx context.Context) {
 	actions := []action{
 		{"kill", 30, func() { r.restart(ctx, rng, true) }},
 		{"stop", 10, func() { r.restart(ctx, rng, false) }},
-		{"reset", 25, func() { r.reset(ctx, rng) }},
+		{"reset", 25, func() { r.reset(ctx, dctx, rng) }},
 		{"pause", 10, func() { r.pause(ctx, rng) }},
 		{"settle", 15, func() { r.settle(ctx) }},
 		{"skew", 10, func() { r.skew(ctx, rng) }},
@@ -570,14 +718,29 @@ func (r *run) skew(ctx context.Context, rng *rand.Rand) {
 }
 
 // reset resets a random workflow, running or closed, to a random completed
-// workflow task of its latest run.
-func (r *run) reset(ctx context.Context, rng *rand.Rand) {
+// workflow task of its latest run, and wakes its driver: it sends the workflow's
+// signals and updates again (the new run may lack those received after the reset
+// point; each call is made once whatever it gets twice).
+func (r *run) reset(ctx, dctx context.Context, rng *rand.Rand) {
 	r.mu.Lock()
 	if len(r.ids) == 0 {
 		r.mu.Unlock()
 		return
 	}
 	id := r.ids[rng.IntN(len(r.ids))]
+	// Half the time, a workflow whose signals and updates the harness is still
+	// serving (most likely running: a reset across an approval, a signalled call or
+	// an accepted update).
+	var served []string
+	for wid, p := range r.plans {
+		if p.driving {
+			served = append(served, wid)
+		}
+	}
+	if rng.IntN(2) == 0 && len(served) > 0 {
+		slices.Sort(served)
+		id = served[rng.IntN(len(served))]
+	}
 	r.mu.Unlock()
 	d, err := r.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
@@ -613,6 +776,13 @@ func (r *run) reset(ctx context.Context, rng *rand.Rand) {
 	} else {
 		r.count("reset (running workflow)")
 	}
+	r.mu.Lock()
+	p := r.plans[id]
+	r.mu.Unlock()
+	if p != nil {
+		r.count("workload: reset of a workflow with signals or updates")
+	}
+	r.kick(dctx, id)
 }
 
 // pause pauses one write activity, or a whole effect class, for 1–4 s.
@@ -624,7 +794,7 @@ func (r *run) pause(ctx context.Context, rng *rand.Rand) {
 	case 1:
 		p.Effect = "idempotent-write"
 	default:
-		p.Activity = []string{"ChargeCard", "SendEmail", "CreateTicket", "UpsertContact"}[rng.IntN(4)]
+		p.Activity = writeTools[rng.IntN(len(writeTools))]
 	}
 	if err := r.st.Pause(ctx, p); err != nil {
 		return
@@ -652,11 +822,9 @@ func (r *run) settle(ctx context.Context) {
 		}
 		tok := tokenIn(rec.Args)
 		var effects []vendorsim.Entry
-		for _, v := range r.world.Vendors() {
-			for _, e := range v.Ledger() {
-				if tok != "" && tokenIn([]byte(e.Path), e.Body) == tok {
-					effects = append(effects, e)
-				}
+		for _, e := range r.ledger() {
+			if tok != "" && tokenIn([]byte(e.Path), e.Body) == tok {
+				effects = append(effects, e)
 			}
 		}
 		t := store.Transition{Key: rec.Key, Owner: rec.Owner, Now: now, Window: 24 * time.Hour}
@@ -666,7 +834,7 @@ func (r *run) settle(ctx context.Context) {
 		to, res := store.StateReleased, store.ResolvedNotSent
 		if len(effects) > 0 {
 			to, res = store.StateCompleted, store.ResolvedSent
-			var v any = answerOf(r.world, effects[0])
+			var v any = r.answerOf(effects[0])
 			if t.Result, t.Receipt.ResultRef, err = interceptor.EncodeResult(nil, v); err != nil {
 				continue
 			}
@@ -678,10 +846,25 @@ func (r *run) settle(ctx context.Context) {
 	}
 }
 
+// ledger is every vendor's ledger and the MCP server's.
+func (r *run) ledger() []vendorsim.Entry {
+	var out []vendorsim.Entry
+	for _, v := range r.world.Vendors() {
+		out = append(out, v.Ledger()...)
+	}
+	return append(out, r.mcp.Ledger()...)
+}
+
 // answerOf is what the vendor answered for an effect: its stored answer for a keyed
-// one, the record (or message id) otherwise.
-func answerOf(w *vendorsim.World, e vendorsim.Entry) any {
-	for _, v := range w.Vendors() {
+// one, the record (or message id) otherwise; for the MCP server's, what the tool's
+// activity returned.
+func (r *run) answerOf(e vendorsim.Entry) any {
+	if e.Vendor == mcpVendor {
+		if a, ok := r.mcp.Answer(e.RecordID); ok {
+			return a
+		}
+	}
+	for _, v := range r.world.Vendors() {
 		if v.Name != e.Vendor {
 			continue
 		}
@@ -697,10 +880,10 @@ func answerOf(w *vendorsim.World, e vendorsim.Entry) any {
 
 // collect reads everything the checker needs.
 func (r *run) collect(ctx context.Context) (Input, error) {
-	in := Input{Seed: r.cfg.Seed, Calls: r.calls, Witnessed: witnessed, Grace: 2 * time.Minute}
-	for _, v := range r.world.Vendors() {
-		in.Ledger = append(in.Ledger, v.Ledger()...)
-	}
+	r.mu.Lock()
+	in := Input{Seed: r.cfg.Seed, Calls: r.calls, Witnessed: witnessed, Grace: 2 * time.Minute, Updates: slices.Clone(r.updates)}
+	r.mu.Unlock()
+	in.Ledger = r.ledger()
 	rs, err := r.st.Receipts(ctx, store.ReceiptFilter{})
 	if err != nil {
 		return in, fmt.Errorf("idemgate/integration/soak: read the receipts: %w", err)

@@ -1,13 +1,16 @@
 // Command soak runs idemgate's chaos soak: gated worker processes
 // (./workerproc) on one task queue of a Temporal server, an agent-loop workload
-// (soakwf.Agent: reads, idempotent and destructive writes to the vendor simulator,
-// each with a known expected effect), a nemesis that injects faults at random from
+// (soakwf.Agent: reads, idempotent and destructive writes to the vendor simulator
+// and to an MCP server with mcptools.Dedup through the mcptools bridge, a charge
+// that completes asynchronously; regular and local activities, children,
+// continue-as-new, calls that wait for an approval signal, come in a signal or are
+// made by an update; each call with a known expected effect), a nemesis that injects faults at random from
 // the seed (SIGKILL and graceful restarts of workers, resets of running and closed
 // workflows, pauses, a worker's clock skewed within Options.ClockSkew, a scripted
 // operator that settles unknown outcomes truthfully from the vendors' ledgers), and
-// at the end a checker (Check) over the vendors' ledgers, the store's receipts and
-// records, and Temporal's results. A violation prints the seed and the call's
-// minimal history.
+// at the end a checker (Check) over the vendors' and the MCP server's ledgers, the
+// store's receipts and records, Temporal's results and the updates' answers. A
+// violation prints the seed and the call's minimal history.
 //
 //	go run ./integration/soak -duration 10m -seed 42
 //	scripts/with-postgres.sh go run ./integration/soak -duration 1h -seed 7 -store postgres
@@ -131,6 +134,7 @@ func Markdown(st Stats) string {
 	row("workflows started", fmt.Sprint(st.Workflows))
 	row("tool calls", fmt.Sprint(st.Calls))
 	row("of them with a feature", list(st.Workload))
+	row("calls that ran, by kind", list(st.Ran))
 	row("workflows by final status", list(st.Closed))
 	row("of them still running after the drain (terminated by the harness)", fmt.Sprint(st.Unfinished))
 	row("vendor side effects", fmt.Sprint(st.Effects))

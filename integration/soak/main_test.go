@@ -119,6 +119,13 @@ func TestSoak(t *testing.T) {
 			if st.Workflows == 0 || st.Effects == 0 {
 				t.Fatalf("seed %d: nothing ran", cfg.Seed)
 			}
+			// Each kind of call in the mix ran at least once: a kind the run never
+			// exercised proves nothing about it.
+			for _, k := range RanKinds {
+				if st.Ran[k] == 0 {
+					t.Errorf("seed %d: no %s ran in %s (calls that ran, by kind: %v)", cfg.Seed, k, d, st.Ran)
+				}
+			}
 			if len(st.Violations) > 0 {
 				t.Fatal(Report(st.Seed, st.Violations))
 			}

@@ -9,7 +9,14 @@
 //     checker must catch it: see TestSoakCatchesAForgetfulStore);
 //   - --all-read: the gate classifies every tool read, the gate in pass-through
 //     mode (the checker must catch it too: TestSoakCatchesPassThrough); --gate=false
-//     runs no interceptor at all.
+//     runs no interceptor at all;
+//   - --mcp-url: the harness's MCP server (streamable HTTP, with mcptools.Dedup and
+//     its lookup): its tools are registered as activities mcp.soak.TOOL through
+//     mcptools, as the agentloop demo does (Dial with DedupWindow, Apply, Register).
+//
+// It also registers ChargeCardAsync (async.go), a charge that completes
+// asynchronously through interceptor.AsyncToken and CompleteAsync; the card
+// processor's lookup (--payments-lookup-url) is its witness as ChargeCard's.
 //
 // SIGTERM stops it gracefully; the harness SIGKILLs it at random.
 package main
@@ -19,11 +26,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
@@ -33,6 +43,7 @@ import (
 	"github.com/idemgate/idemgate/integration/soak/soakwf"
 	"github.com/idemgate/idemgate/interceptor"
 	"github.com/idemgate/idemgate/internal/storeopen"
+	"github.com/idemgate/idemgate/mcptools"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/witness"
 )
@@ -59,6 +70,8 @@ func run() int {
 	offset := flag.Duration("clock-offset", 0, "the gate's clock runs this far ahead of the machine's (negative: behind)")
 	forget := flag.Bool("forget-completions", false, "a broken store whose Complete stores nothing")
 	allRead := flag.Bool("all-read", false, "the gate classifies every tool read: a pass-through gate (a broken variant)")
+	mcpURL := flag.String("mcp-url", "", "the MCP server (streamable HTTP) whose tools to register through mcptools")
+	mcpWindow := flag.Duration("mcp-dedup-window", time.Hour, "mcptools.Options.DedupWindow for --mcp-url")
 	_ = flag.String("cpuprofile", "", "accepted for the fault harness's StartWorker; unused")
 	var ep activities.Endpoints
 	flag.StringVar(&ep.Docs, "docs-url", "", "")
@@ -85,8 +98,25 @@ func run() int {
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	slogger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := log.NewStructuredLogger(slogger)
+	var bridge *mcptools.Bridge
+	if *mcpURL != "" {
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		bridge, err = mcptools.Dial(dctx, "soak", &mcp.StreamableClientTransport{Endpoint: *mcpURL, MaxRetries: -1},
+			mcptools.Options{DedupWindow: *mcpWindow, Logger: slogger})
+		cancel()
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer bridge.Session().Close()
+	}
+	names := append(activities.Names(), AsyncTool)
+	if bridge != nil {
+		names = append(names, bridge.Names()...)
+	}
 	var interceptors []sdkinterceptor.WorkerInterceptor
+	var gopts interceptor.Options
 	if *gate {
 		dur, err := store.ParseDurability(*durability)
 		if err != nil {
@@ -103,9 +133,9 @@ func run() int {
 		}
 		opts := activities.GateOptions(gst)
 		opts.HoldUnknown = *hold
+		opts.Effects = map[string]interceptor.Effect{AsyncTool: interceptor.Destructive}
 		if *allRead {
-			opts.Effects = map[string]interceptor.Effect{}
-			for _, n := range activities.Names() {
+			for _, n := range names {
 				opts.Effects[n] = interceptor.Read
 			}
 		}
@@ -114,8 +144,13 @@ func run() int {
 			opts.Now = func() time.Time { return time.Now().Add(off) }
 		}
 		if *lookup != "" {
-			opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {activities.ChargeLookupWitness(*lookup, nil)}}
+			w := activities.ChargeLookupWitness(*lookup, nil)
+			opts.Witnesses = map[string][]witness.Witness{"ChargeCard": {w}, AsyncTool: {w}}
 		}
+		if bridge != nil {
+			bridge.Apply(&opts) // the tools' hints, the server's Dedup window, its lookup as their witness
+		}
+		gopts = opts
 		g, err := interceptor.New(opts)
 		if err != nil {
 			return fail("%v", err)
@@ -135,11 +170,18 @@ func run() int {
 	w := worker.New(c, *queue, worker.Options{Interceptors: interceptors, WorkerStopTimeout: time.Second})
 	w.RegisterWorkflow(soakwf.Agent)
 	w.RegisterActivity(tools)
+	async := &asyncCharger{payments: ep.Payments, complete: c, opts: gopts, gated: *gate,
+		http: &http.Client{Timeout: 20 * time.Second}, log: slogger}
+	w.RegisterActivityWithOptions(async.ChargeCardAsync, activity.RegisterOptions{Name: AsyncTool})
+	if bridge != nil {
+		bridge.Register(w)
+	}
 	if err := w.Start(); err != nil {
 		return fail("start: %v", err)
 	}
 	fmt.Printf("ready gate=%v\n", *gate)
 	<-ctx.Done()
 	w.Stop()
+	async.wait(10 * time.Second)
 	return 0
 }
