@@ -57,11 +57,15 @@ type Store struct {
 	closed   atomic.Bool
 	// durability is Options.Durability (Durability, batch.go).
 	durability store.Durability
+	// seeQuery, when set by a test, sees each query of a ReceiptPage before it runs.
+	seeQuery func(q string, args []any)
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Pruner = (*Store)(nil)
+	_ store.Store            = (*Store)(nil)
+	_ store.Pruner           = (*Store)(nil)
+	_ store.ReceiptPager     = (*Store)(nil)
+	_ store.ReceiptHorizoner = (*Store)(nil)
 )
 
 // Open connects to dsn (a postgres:// URL or key=value string) with default
@@ -467,11 +471,18 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
 	cond := ""
 	if f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan {
-		cond = `decision NOT IN ('claimed', 'ran')` // the partial decision index holds them (schema version 11)
+		cond = rareDecisionsCond // the partial decision index holds them (schema version 11)
 	}
 	tail, args := sqlq.ReceiptQueryWhere(f, sqlq.Dollar, func(t time.Time) any { return micro(t) }, cond)
-	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
-		result_ref, error, actor, reason, resolution, effect_source FROM idemgate_receipts` + tail
+	return s.scanReceipts(ctx, `SELECT `+receiptColumns+` FROM idemgate_receipts`+tail, args)
+}
+
+// rareDecisionsCond is the condition of the partial decision index (schema
+// version 11), in the words a query must use for the planner to pick it.
+const rareDecisionsCond = `decision NOT IN ('claimed', 'ran')`
+
+// scanReceipts runs receipt query q (receiptColumns).
+func (s *Store) scanReceipts(ctx context.Context, q string, args []any) ([]store.Receipt, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
@@ -495,6 +506,136 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 		return nil, s.fail("list receipts in", err)
 	}
 	return out, nil
+}
+
+// receiptColumns are the columns scanReceipts reads, in its order.
+const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
+	result_ref, error, actor, reason, resolution, effect_source`
+
+// ReceiptPage lists one bounded page of f (store.ReceiptPager), examining at most
+// f.ScanLimit() receipts: a window found first through the driving index alone,
+// whose receipts the page's query then filters. The driving index is that of
+// f's key, workflow or rare decision when it names one (the page in ID order);
+// else, with Since, the time index (the page in (Time, ID) order: IDs come from a
+// sequence and do not follow time, and a walk of the primary key filtered by
+// time finds the last hour only at the end of the table); else the primary key.
+func (s *Store) ReceiptPage(ctx context.Context, f store.ReceiptFilter) (store.ReceiptPage, error) {
+	limit, scan := f.PageLimit(), f.ScanLimit()
+	rare := f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan
+	cond := "" // the partial decision index's condition, when its decision drives the page
+	if rare && f.Key == "" && f.WorkflowID == "" {
+		cond = rareDecisionsCond
+	}
+	at := func(t time.Time) any { return micro(t) }
+	drive := store.ReceiptFilter{AfterID: f.AfterID, AfterTime: f.AfterTime, ThroughID: f.ThroughID}
+	byTime := false
+	switch {
+	case f.Key != "":
+		drive.Key = f.Key
+	case f.WorkflowID != "":
+		drive.WorkflowID = f.WorkflowID
+	case rare:
+		drive.Decision = f.Decision
+	case !f.Since.IsZero():
+		byTime = true
+		drive.Since, drive.Until = f.Since, f.Until
+	}
+	if !byTime {
+		// A listing in ID order has no time cursor.
+		f.AfterTime, drive.AfterTime = time.Time{}, time.Time{}
+	}
+	order, desc := "id", "id DESC"
+	if byTime {
+		order, desc = "time, id", "time DESC, id DESC"
+	}
+	where, args := sqlq.ReceiptWhere(drive, sqlq.Dollar, at, cond)
+	args = append(args, scan)
+	cols := "id" // an ID window reads the index alone
+	if byTime {
+		cols = "time, id"
+	}
+	q := `SELECT count(*) OVER (), ` + cols + ` FROM (SELECT ` + cols + ` FROM idemgate_receipts`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(args)) + ") w ORDER BY " + desc + " LIMIT 1"
+	var (
+		n      int64
+		endAt  time.Time
+		endID  int64
+		next   = f
+		result store.ReceiptPage
+	)
+	dest := []any{&n, &endID}
+	if byTime {
+		dest = []any{&n, &endAt, &endID}
+	}
+	if s.seeQuery != nil {
+		s.seeQuery(q, args)
+	}
+	switch err := s.pool.QueryRow(ctx, q, args...).Scan(dest...); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.ReceiptPage{Done: true, Next: next}, nil
+	case err != nil:
+		return store.ReceiptPage{}, s.fail("list receipts in", err)
+	}
+	where, args = sqlq.ReceiptWhere(f, sqlq.Dollar, at, cond)
+	if byTime {
+		args = append(args, endAt, endAt, endID)
+		where = append(where, "time <= "+sqlq.Dollar.Mark(len(args)-2), "(time, id) <= ("+sqlq.Dollar.Mark(len(args)-1)+", "+sqlq.Dollar.Mark(len(args))+")")
+	} else {
+		args = append(args, endID)
+		where = append(where, "id <= "+sqlq.Dollar.Mark(len(args)))
+	}
+	args = append(args, limit)
+	q = `SELECT ` + receiptColumns + ` FROM idemgate_receipts`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(args))
+	if s.seeQuery != nil {
+		s.seeQuery(q, args)
+	}
+	rs, err := s.scanReceipts(ctx, q, args)
+	if err != nil {
+		return store.ReceiptPage{}, err
+	}
+	result.Receipts = rs
+	switch {
+	case len(rs) == limit:
+		endAt, endID = rs[len(rs)-1].Time, rs[len(rs)-1].ID
+	case n < int64(scan):
+		result.Done = true
+	}
+	next.AfterID = endID
+	if byTime {
+		next.AfterTime = endAt.UTC()
+	}
+	result.Next = next
+	return result, nil
+}
+
+// ReceiptHorizon is the last receipt ID at a moment when no transaction that
+// appends receipts is running (store.ReceiptHorizoner): it takes the receipts
+// table in SHARE mode, which waits for the appending transactions under way and
+// holds new ones back while it reads the last ID, so every receipt whose ID came
+// from the sequence up to it is committed or rolled back. Claims wait for the
+// slowest transaction under way then (milliseconds); lock_timeout bounds it.
+func (s *Store) ReceiptHorizon(ctx context.Context) (int64, error) {
+	var id int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "LOCK TABLE idemgate_receipts IN SHARE MODE"); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM idemgate_receipts`).Scan(&id)
+	})
+	if err != nil {
+		return 0, s.fail("read the receipt horizon of", err)
+	}
+	return id, nil
 }
 
 // Sweep removes at most limit expired records (store.Expired; limit <= 0: all of them), at most
@@ -577,10 +718,11 @@ func (s *Store) Forget(ctx context.Context, r store.Record, now time.Time) (bool
 
 // The prune's statements (Store.Prune).
 const (
-	// pruneTally is the prune's snapshot in one statement: the last receipt ID and
-	// how many receipts before the cut-off $1 may go.
-	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts), 0), (SELECT count(*) FROM idemgate_receipts r
-		WHERE time < $1 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
+	// pruneTally is the prune's snapshot in one statement: the last receipt ID at
+	// or below the prune's bound $2 (Prune.ThroughID, else the largest ID) and how
+	// many receipts up to it before the cut-off $1 may go.
+	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts WHERE id <= $2), 0), (SELECT count(*) FROM idemgate_receipts r
+		WHERE time < $1 AND id <= $2 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
 	// pruneNext is the end of the next batch: the last of at most $4 candidates
 	// after the cursor $1, up to the snapshot's last ID $2, before the cut-off $3.
 	pruneNext = `SELECT max(id) FROM (SELECT id FROM idemgate_receipts
@@ -604,7 +746,7 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 	}
 	before := micro(p.Before)
 	var last, count int64
-	if err := s.pool.QueryRow(ctx, pruneTally, before).Scan(&last, &count); err != nil {
+	if err := s.pool.QueryRow(ctx, pruneTally, before, p.Through()).Scan(&last, &count); err != nil {
 		return 0, s.fail("prune receipts in", err)
 	}
 	var (

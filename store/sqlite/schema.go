@@ -377,10 +377,11 @@ const (
 // The prune's statements (Store.Prune). "+time" keeps SQLite from choosing the
 // time index: each batch walks the primary key from its cursor.
 const (
-	// pruneTally is the prune's snapshot in one statement: the last receipt ID and
-	// how many receipts before the cut-off (parameter 1) may go.
-	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts), 0), (SELECT count(*) FROM idemgate_receipts r
-		WHERE time < ?1 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
+	// pruneTally is the prune's snapshot in one statement: the last receipt ID at
+	// or below the prune's bound (parameter 2: Prune.ThroughID, else the largest
+	// ID) and how many receipts up to it before the cut-off (parameter 1) may go.
+	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts WHERE id <= ?2), 0), (SELECT count(*) FROM idemgate_receipts r
+		WHERE time < ?1 AND id <= ?2 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
 	// pruneNext is the end of the next batch: the last of at most ?4 candidates
 	// after the cursor ?1, up to the snapshot's last ID ?2, before the cut-off ?3.
 	pruneNext = `SELECT max(id) FROM (SELECT id FROM idemgate_receipts

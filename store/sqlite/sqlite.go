@@ -416,6 +416,98 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 	return append(out, rest...), nil
 }
 
+// ReceiptPage lists one bounded page of f (store.ReceiptPager), in ID order. The
+// page walks the receipts of f's key, workflow or rare decision through their
+// index when f names one, else the ID range (from Since on: IDs are time-ordered),
+// and examines at most f.ScanLimit() of them: a window of IDs found first through
+// the index or the primary key alone, whose receipts the page's query then
+// filters. The receipts written before schema version 10 are read first, by
+// their own time index, as Receipts reads them.
+func (s *Store) ReceiptPage(ctx context.Context, f store.ReceiptFilter) (store.ReceiptPage, error) {
+	limit, scan := f.PageLimit(), f.ScanLimit()
+	f.AfterTime = time.Time{} // IDs are time-ordered here: a listing by ID is the listing by time
+	var (
+		cond []string // the partial decision index's condition, when its decision drives the page
+		out  []store.Receipt
+	)
+	if f.Key == "" && f.WorkflowID == "" && f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan {
+		cond = append(cond, rareDecisions)
+	}
+	if !f.Since.IsZero() {
+		if f.AfterID < s.timeIDsFrom-1 {
+			g := f
+			g.Limit = limit
+			old, err := s.receipts(ctx, g, append(cond, "id < "+strconv.FormatInt(s.timeIDsFrom, 10))...)
+			if err != nil {
+				return store.ReceiptPage{}, err
+			}
+			if len(old) == limit {
+				next := f
+				next.AfterID = old[len(old)-1].ID
+				return store.ReceiptPage{Receipts: old, Next: next}, nil
+			}
+			out = old
+		}
+		f.AfterID = max(f.AfterID, f.Since.UnixMicro()-1, s.timeIDsFrom-1)
+	}
+	// The window: the IDs of at most scan receipts after the cursor, read through
+	// the driving index (or the primary key) alone.
+	drive := store.ReceiptFilter{AfterID: f.AfterID, ThroughID: f.ThroughID}
+	switch {
+	case f.Key != "":
+		drive.Key = f.Key
+	case f.WorkflowID != "":
+		drive.WorkflowID = f.WorkflowID
+	case len(cond) > 0:
+		drive.Decision = f.Decision
+	}
+	where, args := sqlq.ReceiptWhere(drive, sqlq.Question, func(t time.Time) any { return t.UnixMicro() }, strings.Join(cond, " AND "))
+	q := `SELECT count(*), coalesce(max(id), 0) FROM (SELECT id FROM idemgate_receipts`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id LIMIT ?)"
+	if s.seeQuery != nil {
+		s.seeQuery(q, append(args, scan))
+	}
+	var n, end int64
+	if err := s.r.QueryRowContext(ctx, q, append(args, scan)...).Scan(&n, &end); err != nil {
+		return store.ReceiptPage{}, s.fail("list receipts in", err)
+	}
+	next := f
+	if n == 0 {
+		return store.ReceiptPage{Receipts: out, Done: true, Next: next}, nil
+	}
+	g := f
+	g.ThroughID, g.Limit = end, limit-len(out)
+	rs, err := s.receipts(ctx, g, cond...)
+	if err != nil {
+		return store.ReceiptPage{}, err
+	}
+	out = append(out, rs...)
+	switch {
+	case len(rs) == g.Limit:
+		next.AfterID = rs[len(rs)-1].ID
+		return store.ReceiptPage{Receipts: out, Next: next}, nil
+	case n == int64(scan):
+		next.AfterID = end
+		return store.ReceiptPage{Receipts: out, Next: next}, nil
+	}
+	next.AfterID = end
+	return store.ReceiptPage{Receipts: out, Done: true, Next: next}, nil
+}
+
+// ReceiptHorizon is the last receipt ID (store.ReceiptHorizoner): writes are
+// serialised and a new receipt's ID is above every stored one, so every receipt
+// at or below it is stored.
+func (s *Store) ReceiptHorizon(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM idemgate_receipts`).Scan(&id); err != nil {
+		return 0, s.fail("read the receipts of", err)
+	}
+	return id, nil
+}
+
 // receipts runs one receipt query, with the conditions cond as well.
 func (s *Store) receipts(ctx context.Context, f store.ReceiptFilter, cond ...string) ([]store.Receipt, error) {
 	q, args := receiptSQL(f, cond...)
@@ -531,7 +623,7 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 	}
 	before := p.Before.UnixMicro()
 	var last, count int64
-	if err := s.r.QueryRowContext(ctx, pruneTally, before).Scan(&last, &count); err != nil {
+	if err := s.r.QueryRowContext(ctx, pruneTally, before, p.Through()).Scan(&last, &count); err != nil {
 		return 0, s.fail("prune receipts in", err)
 	}
 	p.Now = micro(p.Now)
