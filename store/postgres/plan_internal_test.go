@@ -85,15 +85,18 @@ func TestReceiptPagesAreIndexRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
+	if _, err := conn.Exec(ctx, "ANALYZE idemgate_receipts"); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		f    store.ReceiptFilter
 		want string
 	}{
-		{"--since", store.ReceiptFilter{Since: now.Add(-10 * time.Minute), Limit: 100}, "idemgate_receipts_time"},
-		{"--since --activity", store.ReceiptFilter{Since: now.Add(-10 * time.Minute), Activity: "NoSuch", Limit: 100}, "idemgate_receipts_time"},
-		{"--since, the next page", store.ReceiptFilter{Since: now.Add(-10 * time.Minute), AfterTime: now.Add(-5 * time.Minute), AfterID: 3, Limit: 100}, "idemgate_receipts_time"},
-		{"--activity", store.ReceiptFilter{Activity: "NoSuch", Limit: 100}, "idemgate_receipts_pkey"},
+		{"--since", store.ReceiptFilter{Since: now.Add(-10 * time.Minute), Limit: 5, Scan: 5}, "idemgate_receipts_time"},
+		{"--since --activity", store.ReceiptFilter{Since: now.Add(-10 * time.Minute), Activity: "NoSuch", Limit: 5, Scan: 5}, "idemgate_receipts_time"},
+		{"--since, the next page", store.ReceiptFilter{Since: now.Add(-10 * time.Minute), AfterTime: now.Add(-5 * time.Minute), AfterID: 3, Limit: 5, Scan: 5}, "idemgate_receipts_time"},
+		{"--activity", store.ReceiptFilter{Activity: "NoSuch", AfterID: 3, Limit: 5, Scan: 5}, "idemgate_receipts_pkey"},
 	} {
 		var plans []string
 		s.seeQuery = func(q string, args []any) {

@@ -123,11 +123,11 @@ func TestReceiptPagesAreRanges(t *testing.T) {
 		f    store.ReceiptFilter
 		want []string // the window's plan, then the page's
 	}{
-		{"--activity", store.ReceiptFilter{Activity: "NoSuch", Limit: 100, Scan: 10},
+		{"--activity", store.ReceiptFilter{Activity: "NoSuch", AfterID: 5, Limit: 100, Scan: 10},
 			[]string{"USING INTEGER PRIMARY KEY (rowid>?)", "USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"}},
 		{"--activity --since", store.ReceiptFilter{Activity: "NoSuch", Since: d0, Limit: 100, Scan: 10},
 			[]string{"USING INTEGER PRIMARY KEY (rowid>?)", "USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"}},
-		{"--key --activity", store.ReceiptFilter{Key: "k07", Activity: "NoSuch", Limit: 100},
+		{"--key --activity", store.ReceiptFilter{Key: "k07", Activity: "NoSuch", AfterID: 5, Limit: 100},
 			[]string{"USING COVERING INDEX idemgate_receipts_key (key=? AND rowid>?)", "idemgate_receipts_key (key=?"}},
 	} {
 		seen = nil
