@@ -65,6 +65,9 @@ type Store struct {
 	syncWAL func() error // the flusher's sync; a test replaces it
 	// seeQuery, when set by a test, sees each receipt query before it runs.
 	seeQuery func(q string, args []any)
+	// seeLocked, when set by a test, sees each receipt query a prune runs under
+	// the write lock (its first two arguments bound the IDs it reads).
+	seeLocked func(q string, args []any)
 	// beforeCommit, when set by a test, sees each batch's transaction before
 	// its commit, with the number of writes in it.
 	beforeCommit func(tx *sql.Tx, writes int)
@@ -632,40 +635,50 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 		cursor int64
 	)
 	for first := true; ; first = false {
-		var (
-			next sql.NullInt64
-			n    int64
-		)
-		err := s.write(ctx, "prune receipts in", true, func(ctx context.Context, tx *sql.Tx) error {
-			if first {
-				if err := s.appendTx(ctx, tx, store.PruneReceipt(p, count)); err != nil {
+		// The window, read without the write lock.
+		var rows, end, candidates int64
+		if err := s.r.QueryRowContext(ctx, pruneNext, cursor, last, before, p.BatchSize()).Scan(&rows, &end, &candidates); err != nil {
+			return total, s.fail("prune receipts in", err)
+		}
+		var n int64
+		if first || candidates > 0 {
+			err := s.write(ctx, "prune receipts in", true, func(ctx context.Context, tx *sql.Tx) error {
+				if first {
+					if err := s.appendTx(ctx, tx, store.PruneReceipt(p, count)); err != nil {
+						return err
+					}
+				}
+				if candidates == 0 {
+					return nil
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO idemgate_prune_token (id) VALUES (1)`); err != nil {
 					return err
 				}
-			}
-			if err := tx.QueryRowContext(ctx, pruneNext, cursor, last, before, p.BatchSize()).Scan(&next); err != nil || !next.Valid {
+				if s.seeLocked != nil {
+					s.seeLocked(pruneBatch, []any{cursor, end, before})
+				}
+				res, err := tx.ExecContext(ctx, pruneBatch, cursor, end, before)
+				if err != nil {
+					return err
+				}
+				if n, err = res.RowsAffected(); err != nil {
+					return err
+				}
+				_, err = tx.ExecContext(ctx, `DELETE FROM idemgate_prune_token`)
 				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO idemgate_prune_token (id) VALUES (1)`); err != nil {
-				return err
-			}
-			res, err := tx.ExecContext(ctx, pruneBatch, cursor, next.Int64, before)
+			})
 			if err != nil {
-				return err
+				return total, err
 			}
-			if n, err = res.RowsAffected(); err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, `DELETE FROM idemgate_prune_token`)
-			return err
-		})
-		if err != nil {
-			return total, err
 		}
 		total += int(n)
-		if !next.Valid {
+		if rows < int64(p.BatchSize()) {
 			return total, nil
 		}
-		cursor = next.Int64
+		cursor = end
+		if candidates == 0 {
+			continue // no write: nobody to let in
+		}
 		// Let the writers of other processes in: SQLite's busy handler polls a
 		// locked file at most every 100 ms, and a prune that began its next batch
 		// at once would hold them off batch after batch, past their busy timeout.
