@@ -41,8 +41,9 @@
 // workflow or rare decision walks the time index in (time, id) order: IDs come
 // from a sequence and do not follow time, and the planner, walking the primary
 // key filtered by time, read 9.6 million rows to find the last hour's first 100).
-// ReceiptHorizon takes the receipts table in SHARE mode for a moment, so that no
-// transaction with an ID from the sequence is still open below the ID it returns. Records are
+// ReceiptHorizon reads the sequence's last ID and waits (without a lock) for the
+// transactions that hold the receipts' insert lock then, so that no transaction
+// with an ID from the sequence is still open below the ID it returns. Records are
 // indexed partially by the open claims Pending lists (claimed, unknown) and by
 // the expiry of the closed ones (completed, released; schema version 11), which a
 // claim does not write; receipts partially by decision (every decision but

@@ -615,28 +615,62 @@ func (s *Store) ReceiptPage(ctx context.Context, f store.ReceiptFilter) (store.R
 	return result, nil
 }
 
-// ReceiptHorizon is the last receipt ID at a moment when no transaction that
-// appends receipts is running (store.ReceiptHorizoner): it takes the receipts
-// table in SHARE mode, which waits for the appending transactions under way and
-// holds new ones back while it reads the last ID, so every receipt whose ID came
-// from the sequence up to it is committed or rolled back. Claims wait for the
-// slowest transaction under way then (milliseconds); lock_timeout bounds it.
+// ReceiptHorizon is an ID up to which every receipt is stored
+// (store.ReceiptHorizoner). IDs come from a sequence when a transaction inserts
+// its receipt, and it may commit after a later ID's: the sequence's last ID S
+// is read, then the transactions holding the receipts table's insert lock (every
+// one that took an ID up to S still holds it until it ends); the horizon is S
+// once all of those have ended, committed or rolled back. It waits for them
+// without a lock of its own, so claims never wait for it.
 func (s *Store) ReceiptHorizon(ctx context.Context) (int64, error) {
-	var id int64
+	var (
+		last   int64
+		called bool
+		vxids  []string
+	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT last_value, is_called FROM `+receiptSeq).Scan(&last, &called); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "LOCK TABLE idemgate_receipts IN SHARE MODE"); err != nil {
+		rows, err := tx.Query(ctx, `SELECT DISTINCT virtualtransaction FROM pg_locks
+			WHERE locktype = 'relation' AND relation = 'idemgate_receipts'::regclass AND mode = 'RowExclusiveLock'
+			AND pid <> pg_backend_pid()`)
+		if err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM idemgate_receipts`).Scan(&id)
+		vxids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
 	})
 	if err != nil {
 		return 0, s.fail("read the receipt horizon of", err)
 	}
-	return id, nil
+	if !called {
+		last = 0 // the sequence has handed out no ID yet
+	}
+	for wait := time.Millisecond; len(vxids) > 0; wait = min(2*wait, 100*time.Millisecond) {
+		rows, err := s.pool.Query(ctx, `SELECT DISTINCT virtualtransaction FROM pg_locks
+			WHERE locktype = 'relation' AND relation = 'idemgate_receipts'::regclass AND virtualtransaction = ANY($1)`, vxids)
+		if err == nil {
+			vxids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			return 0, s.fail("read the receipt horizon of", err)
+		}
+		if len(vxids) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, s.fail("read the receipt horizon of", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	return last, nil
 }
+
+// receiptSeq is the sequence of the receipts' IDs (an identity column: schema
+// version 1).
+const receiptSeq = `idemgate_receipts_id_seq`
 
 // Sweep removes at most limit expired records (store.Expired; limit <= 0: all of them), at most
 // 1000 per statement. Rows a Begin holds are skipped, never waited for, so a sweep
