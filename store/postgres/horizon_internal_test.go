@@ -85,4 +85,3 @@ func TestReceiptHorizonWaitsForAnOpenAppend(t *testing.T) {
 		t.Fatal("ReceiptHorizon did not answer a minute after the open transaction committed")
 	}
 }
-
