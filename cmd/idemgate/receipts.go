@@ -53,7 +53,7 @@ func (c *cli) receipts(args []string) error {
 	if sub, err := c.receiptsSub(args); sub {
 		return err
 	}
-	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --reason WHY", "Lists the append-only receipts, oldest first: in the order they were stored (on PostgreSQL, with --since\n"+
+	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --through-id ID --reason WHY", "Lists the append-only receipts, oldest first: in the order they were stored (on PostgreSQL, with --since\n"+
 		"and no --key, --workflow or rare --decision: by time), a read's receipt at its read's time among them.\n"+
 		"A read's receipt is stored in a batch up to the flush interval after its read (longer while the store\n"+
 		"was unreachable), so a page ordered by storing shows it where its batch was stored: a read older than a\n"+

@@ -163,7 +163,7 @@ func exportTo(w io.Writer, page func(f store.ReceiptFilter) (store.ReceiptPage, 
 }
 
 func (c *cli) receiptsPrune(args []string) error {
-	f := c.newFlags("receipts prune", "--before T --reason WHY [flags]", "Removes the receipts older than T, in batches, and records the prune in one receipt\n"+
+	f := c.newFlags("receipts prune", "--before T --through-id ID --reason WHY [flags]", "Removes the receipts older than T, in batches, and records the prune in one receipt\n"+
 		"(decision pruned: cut-off, count, who and why). Kept whatever their age: the receipts of keys that still\n"+
 		"have a record, and earlier prunes. Export them first: `idemgate receipts export --before T --out FILE`, then\n"+
 		"prune with the --through-id the export printed, so that only what it archived is removed.", true)
