@@ -121,25 +121,23 @@ func TestReceiptPagesAreRanges(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		f    store.ReceiptFilter
-		want []string // the window's plan, then the page's
+		want string // in the plan of each query the page runs
 	}{
-		{"--activity", store.ReceiptFilter{Activity: "NoSuch", AfterID: 5, Limit: 100, Scan: 10},
-			[]string{"USING INTEGER PRIMARY KEY (rowid>?)", "USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"}},
-		{"--activity --since", store.ReceiptFilter{Activity: "NoSuch", Since: d0, Limit: 100, Scan: 10},
-			[]string{"USING INTEGER PRIMARY KEY (rowid>?)", "USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"}},
-		{"--key --activity", store.ReceiptFilter{Key: "k07", Activity: "NoSuch", AfterID: 5, Limit: 100},
-			[]string{"USING COVERING INDEX idemgate_receipts_key (key=? AND rowid>?)", "idemgate_receipts_key (key=?"}},
+		{"--activity", store.ReceiptFilter{Activity: "NoSuch", AfterID: 5, Limit: 100, Scan: 10}, "USING INTEGER PRIMARY KEY (rowid>?)"},
+		{"--activity --since", store.ReceiptFilter{Activity: "NoSuch", Since: d0, Limit: 100, Scan: 10}, "USING INTEGER PRIMARY KEY (rowid>?)"},
+		{"--key --activity", store.ReceiptFilter{Key: "k07", Activity: "NoSuch", AfterID: 5, Limit: 100}, "idemgate_receipts_key (key=? AND rowid>?)"},
 	} {
 		seen = nil
 		if _, err := s.ReceiptPage(ctx, c.f); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
+		// The page's query, then (the page not full) the window's end.
 		if len(seen) != 2 {
-			t.Fatalf("%s: %d queries seen (%q), want the window and the page", c.name, len(seen), seen)
+			t.Fatalf("%s: %d queries seen (%q), want the page and the window's end", c.name, len(seen), seen)
 		}
-		for i, p := range seen {
-			if !strings.Contains(p, c.want[i]) || strings.Contains(p, "TEMP B-TREE") {
-				t.Errorf("%s: plan %q; want %q and no sort", c.name, p, c.want[i])
+		for _, p := range seen {
+			if !strings.Contains(p, c.want) || strings.Contains(p, "TEMP B-TREE") || strings.Contains(p, "SCAN idemgate_receipts") {
+				t.Errorf("%s: plan %q; want %q, no scan and no sort", c.name, p, c.want)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -453,8 +454,10 @@ func (s *Store) ReceiptPage(ctx context.Context, f store.ReceiptFilter) (store.R
 		}
 		f.AfterID = max(f.AfterID, f.Since.UnixMicro()-1, s.timeIDsFrom-1)
 	}
-	// The window: the IDs of at most scan receipts after the cursor, read through
-	// the driving index (or the primary key) alone.
+	// The window: at most scan receipts after the cursor, read through the driving
+	// index (or the primary key). The page's query filters the window as it reads
+	// it and stops at the page's limit (SQLite reads the window lazily, in ID
+	// order): a filter most receipts match reads little more than its page.
 	drive := store.ReceiptFilter{AfterID: f.AfterID, ThroughID: f.ThroughID}
 	switch {
 	case f.Key != "":
@@ -464,40 +467,56 @@ func (s *Store) ReceiptPage(ctx context.Context, f store.ReceiptFilter) (store.R
 	case len(cond) > 0:
 		drive.Decision = f.Decision
 	}
-	where, args := sqlq.ReceiptWhere(drive, sqlq.Question, func(t time.Time) any { return t.UnixMicro() }, strings.Join(cond, " AND "))
-	q := `SELECT count(*), coalesce(max(id), 0) FROM (SELECT id FROM idemgate_receipts`
+	at := func(t time.Time) any { return t.UnixMicro() }
+	window, wargs := sqlq.ReceiptWhere(drive, sqlq.Question, at, strings.Join(cond, " AND "))
+	inner := "SELECT " + receiptColumns + " FROM idemgate_receipts"
+	if len(window) > 0 {
+		inner += " WHERE " + strings.Join(window, " AND ")
+	}
+	inner += " ORDER BY id LIMIT ?"
+	wargs = append(wargs, scan)
+	g := f
+	g.Limit = limit - len(out)
+	where, args := sqlq.ReceiptWhere(g, sqlq.Question, at, "")
+	q := "SELECT " + receiptColumns + " FROM (" + inner + ")"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY id LIMIT ?)"
-	if s.seeQuery != nil {
-		s.seeQuery(q, append(args, scan))
-	}
-	var n, end int64
-	if err := s.r.QueryRowContext(ctx, q, append(args, scan)...).Scan(&n, &end); err != nil {
+	q += " ORDER BY id LIMIT ?"
+	args = append(append(slices.Clone(wargs), args...), g.Limit)
+	// One read transaction: the window's end is read from the snapshot the page
+	// was read from, so a receipt appended between the two is never passed over.
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
 		return store.ReceiptPage{}, s.fail("list receipts in", err)
 	}
-	next := f
-	if n == 0 {
-		return store.ReceiptPage{Receipts: out, Done: true, Next: next}, nil
-	}
-	g := f
-	g.ThroughID, g.Limit = end, limit-len(out)
-	rs, err := s.receipts(ctx, g, cond...)
+	defer tx.Rollback()
+	rs, err := s.receiptQueryOn(ctx, tx, q, args)
 	if err != nil {
 		return store.ReceiptPage{}, err
 	}
 	out = append(out, rs...)
-	switch {
-	case len(rs) == g.Limit:
+	next := f
+	if len(rs) == g.Limit {
 		next.AfterID = rs[len(rs)-1].ID
 		return store.ReceiptPage{Receipts: out, Next: next}, nil
-	case n == int64(scan):
-		next.AfterID = end
-		return store.ReceiptPage{Receipts: out, Next: next}, nil
 	}
-	next.AfterID = end
-	return store.ReceiptPage{Receipts: out, Done: true, Next: next}, nil
+	// Fewer than the limit: the window was read to its end. Where it ended, and
+	// whether it was the store's end.
+	q = `SELECT count(*), coalesce(max(id), 0) FROM (SELECT id FROM idemgate_receipts`
+	if len(window) > 0 {
+		q += " WHERE " + strings.Join(window, " AND ")
+	}
+	q += " ORDER BY id LIMIT ?)"
+	if s.seeQuery != nil {
+		s.seeQuery(q, wargs)
+	}
+	var n, end int64
+	if err := tx.QueryRowContext(ctx, q, wargs...).Scan(&n, &end); err != nil {
+		return store.ReceiptPage{}, s.fail("list receipts in", err)
+	}
+	next.AfterID = max(end, f.AfterID)
+	return store.ReceiptPage{Receipts: out, Done: n < int64(scan), Next: next}, nil
 }
 
 // ReceiptHorizon is the last receipt ID (store.ReceiptHorizoner): writes are
@@ -514,10 +533,26 @@ func (s *Store) ReceiptHorizon(ctx context.Context) (int64, error) {
 // receipts runs one receipt query, with the conditions cond as well.
 func (s *Store) receipts(ctx context.Context, f store.ReceiptFilter, cond ...string) ([]store.Receipt, error) {
 	q, args := receiptSQL(f, cond...)
+	return s.receiptQuery(ctx, q, args)
+}
+
+// receiptQuery runs receipt query q (receiptColumns) on the read pool.
+func (s *Store) receiptQuery(ctx context.Context, q string, args []any) ([]store.Receipt, error) {
+	return s.receiptQueryOn(ctx, s.r, q, args)
+}
+
+// queryer is a read pool or a transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// receiptQueryOn runs receipt query q (receiptColumns) on db.
+func (s *Store) receiptQueryOn(ctx context.Context, db queryer, q string, args []any) ([]store.Receipt, error) {
 	if s.seeQuery != nil {
 		s.seeQuery(q, args)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
 	}
