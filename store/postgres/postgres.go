@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -483,9 +484,17 @@ const rareDecisionsCond = `decision NOT IN ('claimed', 'ran')`
 
 // scanReceipts runs receipt query q (receiptColumns).
 func (s *Store) scanReceipts(ctx context.Context, q string, args []any) ([]store.Receipt, error) {
-	rows, err := s.pool.Query(ctx, q, args...)
+	rs, err := scanReceiptRows(s.pool.Query(ctx, q, args...))
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
+	}
+	return rs, nil
+}
+
+// scanReceiptRows reads the rows of a receipt query (receiptColumns).
+func scanReceiptRows(rows pgx.Rows, err error) ([]store.Receipt, error) {
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []store.Receipt
@@ -497,13 +506,13 @@ func (s *Store) scanReceipts(ctx context.Context, q string, args []any) ([]store
 		if err := rows.Scan(&r.ID, &r.Time, &r.Key, &r.Activity, &r.Effect, &d, &r.ArgsHash, &r.Call,
 			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason, &r.Resolution,
 			&r.EffectSource); err != nil {
-			return nil, s.fail("list receipts in", err)
+			return nil, err
 		}
 		r.Time, r.Decision = r.Time.UTC(), store.Decision(d)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.fail("list receipts in", err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -548,71 +557,105 @@ func (s *Store) ReceiptPage(ctx context.Context, f store.ReceiptFilter) (store.R
 	if byTime {
 		order, desc = "time, id", "time DESC, id DESC"
 	}
-	where, args := sqlq.ReceiptWhere(drive, sqlq.Dollar, at, cond)
-	args = append(args, scan)
-	cols := "id" // an ID window reads the index alone
-	if byTime {
-		cols = "time, id"
+	// The page's query reads the window (at most scan receipts after the cursor,
+	// through the driving index) lazily and stops at the page's limit: a filter
+	// most receipts match reads little more than its page. A page that ends short
+	// read its window to the end; where that was is read in the same snapshot.
+	window, wargs := sqlq.ReceiptWhere(drive, sqlq.Dollar, at, cond)
+	wargs = append(wargs, scan)
+	inner := `SELECT ` + receiptColumns + ` FROM idemgate_receipts`
+	if len(window) > 0 {
+		inner += " WHERE " + strings.Join(window, " AND ")
 	}
-	q := `SELECT count(*) OVER (), ` + cols + ` FROM (SELECT ` + cols + ` FROM idemgate_receipts`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+	inner += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(wargs))
+	where, args := sqlq.ReceiptWhere(f, sqlq.Dollar, at, "")
+	// f's placeholders follow the window's.
+	for i := len(where) - 1; i >= 0; i-- {
+		where[i] = renumber(where[i], len(wargs))
 	}
-	q += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(args)) + ") w ORDER BY " + desc + " LIMIT 1"
-	var (
-		n      int64
-		endAt  time.Time
-		endID  int64
-		next   = f
-		result store.ReceiptPage
-	)
-	dest := []any{&n, &endID}
-	if byTime {
-		dest = []any{&n, &endAt, &endID}
-	}
-	if s.seeQuery != nil {
-		s.seeQuery(q, args)
-	}
-	switch err := s.pool.QueryRow(ctx, q, args...).Scan(dest...); {
-	case errors.Is(err, pgx.ErrNoRows):
-		return store.ReceiptPage{Done: true, Next: next}, nil
-	case err != nil:
-		return store.ReceiptPage{}, s.fail("list receipts in", err)
-	}
-	where, args = sqlq.ReceiptWhere(f, sqlq.Dollar, at, cond)
-	if byTime {
-		args = append(args, endAt, endAt, endID)
-		where = append(where, "time <= "+sqlq.Dollar.Mark(len(args)-2), "(time, id) <= ("+sqlq.Dollar.Mark(len(args)-1)+", "+sqlq.Dollar.Mark(len(args))+")")
-	} else {
-		args = append(args, endID)
-		where = append(where, "id <= "+sqlq.Dollar.Mark(len(args)))
-	}
-	args = append(args, limit)
-	q = `SELECT ` + receiptColumns + ` FROM idemgate_receipts`
+	args = append(append(slices.Clone(wargs), args...), limit)
+	q := `SELECT ` + receiptColumns + ` FROM (` + inner + `) w`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(args))
-	if s.seeQuery != nil {
-		s.seeQuery(q, args)
-	}
-	rs, err := s.scanReceipts(ctx, q, args)
+	var (
+		result store.ReceiptPage
+		n      int64
+		endAt  time.Time
+		endID  int64
+	)
+	next := f
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if s.seeQuery != nil {
+			s.seeQuery(q, args)
+		}
+		rs, err := scanReceiptRows(tx.Query(ctx, q, args...))
+		if err != nil {
+			return err
+		}
+		result.Receipts = rs
+		if len(rs) == limit {
+			endAt, endID = rs[len(rs)-1].Time, rs[len(rs)-1].ID
+			return nil
+		}
+		cols := "id" // an ID window reads the index alone
+		if byTime {
+			cols = "time, id"
+		}
+		wq := `SELECT count(*) OVER (), ` + cols + ` FROM (SELECT ` + cols + ` FROM idemgate_receipts`
+		if len(window) > 0 {
+			wq += " WHERE " + strings.Join(window, " AND ")
+		}
+		wq += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(wargs)) + ") w ORDER BY " + desc + " LIMIT 1"
+		if s.seeQuery != nil {
+			s.seeQuery(wq, wargs)
+		}
+		dest := []any{&n, &endID}
+		if byTime {
+			dest = []any{&n, &endAt, &endID}
+		}
+		switch err := tx.QueryRow(ctx, wq, wargs...).Scan(dest...); {
+		case errors.Is(err, pgx.ErrNoRows):
+			endAt, endID = f.AfterTime, f.AfterID
+		case err != nil:
+			return err
+		}
+		result.Done = n < int64(scan)
+		return nil
+	})
 	if err != nil {
-		return store.ReceiptPage{}, err
-	}
-	result.Receipts = rs
-	switch {
-	case len(rs) == limit:
-		endAt, endID = rs[len(rs)-1].Time, rs[len(rs)-1].ID
-	case n < int64(scan):
-		result.Done = true
+		return store.ReceiptPage{}, s.fail("list receipts in", err)
 	}
 	next.AfterID = endID
-	if byTime {
+	if byTime && !endAt.IsZero() {
 		next.AfterTime = endAt.UTC()
 	}
 	result.Next = next
 	return result, nil
+}
+
+// renumber shifts the placeholders $1, $2, … in cond by k.
+func renumber(cond string, k int) string {
+	var b strings.Builder
+	for i := 0; i < len(cond); i++ {
+		if cond[i] != '$' {
+			b.WriteByte(cond[i])
+			continue
+		}
+		j := i + 1
+		for j < len(cond) && cond[j] >= '0' && cond[j] <= '9' {
+			j++
+		}
+		n, err := strconv.Atoi(cond[i+1 : j])
+		if err != nil {
+			b.WriteByte(cond[i])
+			continue
+		}
+		b.WriteString("$" + strconv.Itoa(n+k))
+		i = j - 1
+	}
+	return b.String()
 }
 
 // ReceiptHorizon is an ID up to which every receipt is stored
