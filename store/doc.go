@@ -11,7 +11,11 @@
 // pending keys, resolve, pause, sweep). Store embeds both; every backend here
 // implements Store. Two optional interfaces serve the gate's read receipt queue:
 // ReceiptBatcher (many receipts in one atomic step) and DurabilityReporter (the
-// store's Durability; a store that does not say is taken as strict).
+// store's Durability; a store that does not say is taken as strict). Two serve the
+// operator at scale: ReceiptPager (bounded pages of a listing, each examining at
+// most ReceiptFilter.Scan receipts, with the cursor to go on) and ReceiptHorizoner
+// (the ID up to which every receipt is stored: an export reads through it and a
+// prune removes through it, Prune.ThroughID).
 //
 // # Contract
 //

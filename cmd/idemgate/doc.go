@@ -10,9 +10,9 @@
 //	idemgate COMMAND [flags]
 //
 //	idemgate receipts [--key K [--namespace NS --activity NAME]] [--workflow ID] [--activity NAME]
-//	                  [--since DURATION] [--decision D] [--limit N] [--probes]
+//	                  [--since DURATION] [--decision D] [--limit N] [--after CURSOR] [--scan N] [--probes]
 //	idemgate receipts export --before T [--out FILE]
-//	idemgate receipts prune  --before T --reason WHY [--actor WHO] [--batch N]
+//	idemgate receipts prune  --before T --through-id ID --reason WHY [--actor WHO] [--batch N]
 //	idemgate pending  [--limit N] [--probes]
 //	idemgate resolve  KEY --sent --result FILE|- --reason WHY [--actor WHO]
 //	idemgate resolve  KEY --not-sent --reason WHY [--actor WHO]
@@ -39,7 +39,13 @@
 // business key given to interceptor.WithKey. --since 1h shows the last hour.
 // Receipts list in the order the store appended them, except a read's: the gate
 // appends read receipts in batches up to 100 ms after the reads ran, so each is
-// listed at its read's time (store.ReadsAtTheirTime).
+// listed at its read's time (store.ReadsAtTheirTime) among the receipts of its
+// page: a read older than a page's receipts but stored after them is on a later
+// page. The store is read a bounded page at a time (store.ReceiptPager: at most
+// --scan receipts examined per page): a filter few receipts match (--activity
+// alone, which no index serves) ends after a few pages with "more may follow"
+// and the cursor, which --after takes to go on. On PostgreSQL --since without
+// --key, --workflow or a rare --decision lists by time (its time index).
 // --key shows the key's whole story, oldest first, and ends with a summary line
 // (receipts per decision, first and last time, the key's state now); with --limit N
 // the newest N of it — never the oldest rows with the resolution cut off. The
@@ -50,7 +56,10 @@
 //
 // receipts export writes every receipt older than T (a time, a date or a duration
 // ago) as JSON lines, oldest first, for an archive; --out creates the file
-// owner-only and never overwrites one. receipts prune removes them in batches
+// owner-only and never overwrites one. It reads through the receipt ID it prints
+// (store.ReceiptHorizoner: every receipt up to it is stored), and receipts prune
+// --through-id ID removes only what it archived: a read's receipt stored after
+// the export with a time before T stays. receipts prune removes them in batches
 // (claims wait for at most one) and records the prune in one receipt (decision
 // pruned: cut-off, count, who, why). Kept whatever their age: the receipts of
 // keys that still have a record, and earlier prunes. The gate itself never

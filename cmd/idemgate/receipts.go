@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,8 +53,14 @@ func (c *cli) receipts(args []string) error {
 	if sub, err := c.receiptsSub(args); sub {
 		return err
 	}
-	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --reason WHY", "Lists the append-only receipts, oldest first (in the order they were stored; a read's receipt, stored in a\n"+
-		"batch after its read, at its read's time).\n"+
+	f := c.newFlags("receipts", "[flags] | export --before T | prune --before T --through-id ID --reason WHY", "Lists the append-only receipts, oldest first: in the order they were stored (on PostgreSQL, with --since\n"+
+		"and no --key, --workflow or rare --decision: by time), a read's receipt at its read's time among them.\n"+
+		"A read's receipt is stored in a batch up to the flush interval after its read (longer while the store\n"+
+		"was unreachable), so a page ordered by storing shows it where its batch was stored: a read older than a\n"+
+		"page's receipts may be on a later page.\n"+
+		"A store of millions of receipts is read a bounded page at a time: when a filter matches few of them\n"+
+		"(--activity alone), the listing stops after some pages and says \"more may follow\" with --after CURSOR\n"+
+		"to go on from.\n"+
 		"With --key: the key's whole story, oldest first, and a summary line (receipts per decision, first and last\n"+
 		"time, the key's state now); with --key and --limit N, the newest N of it.\n"+
 		"The plugin's store checks at worker start (activity "+interceptor.ProbeActivity+", two per start) are left out\n"+
@@ -66,6 +73,8 @@ func (c *cli) receipts(args []string) error {
 	since := f.Duration("since", 0, "only receipts of the last DURATION (e.g. 1h, 30m)")
 	decision := f.String("decision", "", "only this decision: "+decisionList())
 	limit := f.Int("limit", 100, "show at most N receipts (0: all); with --key, the newest N (default: all of them)")
+	scan := f.Int("scan", store.DefaultReceiptScan, "receipts one page examines at most (a filter that few match ends a page early; a listing reads at most "+strconv.Itoa(operate.ListPages)+" such pages)")
+	after := f.String("after", "", "continue a listing where the last one stopped: the CURSOR it printed (\"more may follow: --after CURSOR\")")
 	probes := f.Bool("probes", false, "include the plugin's store checks at worker start (activity "+interceptor.ProbeActivity+")")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -80,6 +89,9 @@ func (c *cli) receipts(args []string) error {
 	if *since < 0 || *limit < 0 {
 		return usagef("--since and --limit must not be negative")
 	}
+	if *scan <= 0 {
+		return usagef("--scan must be positive")
+	}
 	if *decision != "" && !slices.Contains(store.Decisions, store.Decision(*decision)) {
 		return usagef("unknown decision %q: use one of %s", *decision, decisionList())
 	}
@@ -89,9 +101,17 @@ func (c *cli) receipts(args []string) error {
 	}
 	limitSet := false
 	f.Visit(func(fl *flag.Flag) { limitSet = limitSet || fl.Name == "limit" })
-	filter := store.ReceiptFilter{Key: k, WorkflowID: *wf, Activity: *act, Decision: store.Decision(*decision)}
+	filter := store.ReceiptFilter{Key: k, WorkflowID: *wf, Activity: *act, Decision: store.Decision(*decision), Scan: *scan}
 	if *since > 0 {
 		filter.Since = c.now().Add(-*since)
+	}
+	if *after != "" {
+		if k != "" {
+			return usagef("--after continues a listing; with --key the whole story is read (use --limit for its newest receipts)")
+		}
+		if err := operate.ParseCursor(&filter, *after); err != nil {
+			return usagef("--after: %v", err)
+		}
 	}
 	withProbes := *probes || *act == interceptor.ProbeActivity
 	ctx, st, done, err := c.session(f)
@@ -102,6 +122,7 @@ func (c *cli) receipts(args []string) error {
 	var (
 		rs, story []store.Receipt
 		more      bool
+		listing   operate.Listing
 	)
 	if k != "" {
 		// A key's story is read whole: its resolution comes last, and a cap on the
@@ -115,8 +136,11 @@ func (c *cli) receipts(args []string) error {
 		if limitSet && *limit > 0 && len(rs) > *limit {
 			rs, more = rs[len(rs)-*limit:], true
 		}
-	} else if rs, more, err = listReceipts(ctx, st, filter, *limit, withProbes); err != nil {
-		return err
+	} else {
+		if listing, err = operate.List(ctx, st, filter, *limit, withProbes); err != nil {
+			return err
+		}
+		rs, more = listing.Receipts, listing.More
 	}
 	if k == "" {
 		// Read receipts are appended in batches after their reads: list them at their time.
@@ -127,9 +151,16 @@ func (c *cli) receipts(args []string) error {
 		for _, r := range rs {
 			out = append(out, toReceiptJSON(r))
 		}
+		if k == "" && more {
+			c.moreMayFollow(listing, len(rs))
+		}
 		return c.printJSON(out)
 	}
 	if len(rs) == 0 {
+		if more {
+			c.moreMayFollow(listing, 0)
+			return nil
+		}
 		fmt.Fprintln(c.stdout, "no receipts match")
 		return nil
 	}
@@ -161,9 +192,23 @@ func (c *cli) receipts(args []string) error {
 			fmt.Fprintf(c.stderr, "showing the newest %d of the key's %d receipts; drop --limit to see them all\n", len(rs), len(story))
 		}
 	case more:
-		fmt.Fprintf(c.stderr, "showing the first %d receipts; narrow with --since, --key, --workflow or raise --limit\n", *limit)
+		c.moreMayFollow(listing, len(rs))
 	}
 	return nil
+}
+
+// moreMayFollow tells, on standard error, that a listing of n receipts stopped
+// before the store's end, and how to go on.
+func (c *cli) moreMayFollow(l operate.Listing, n int) {
+	cur := operate.Cursor(l.Next)
+	if l.Searching {
+		fmt.Fprintf(c.stderr, "showing %d receipt(s): the filter matches few of the receipts read so far, and the listing stopped "+
+			"after %d bounded pages (the store was not read to its end). More may follow: --after %s goes on from there; "+
+			"--since, --key or --workflow narrow it\n", n, operate.ListPages, cur)
+		return
+	}
+	fmt.Fprintf(c.stderr, "showing the first %d receipts. More may follow: --after %s goes on from there; "+
+		"narrow with --since, --key, --workflow or raise --limit\n", n, cur)
 }
 
 // listReceipts is operate.ListReceipts.

@@ -89,10 +89,20 @@ func (c *cli) receiptsExport(args []string) error {
 		return err
 	}
 	defer done()
+	// The horizon: every receipt at or below it is stored now. The export reads
+	// through it and prints it for the prune, so a receipt stored later with a
+	// time before the cut-off (a read's receipt from the gate's queue, appended
+	// after an outage) is neither archived nor removed.
+	var through int64
+	if hz, ok := st.(store.ReceiptHorizoner); ok {
+		if through, err = hz.ReceiptHorizon(ctx); err != nil {
+			return fmt.Errorf("export: %w. Nothing was exported", err)
+		}
+	}
 	bw := bufio.NewWriter(w)
-	n, err := exportTo(bw, func(after int64) ([]store.Receipt, error) {
-		return st.Receipts(ctx, store.ReceiptFilter{Until: cut, AfterID: after, Limit: exportPage})
-	})
+	n, err := exportTo(bw, func(f store.ReceiptFilter) (store.ReceiptPage, error) {
+		return store.PageReceipts(ctx, st, f)
+	}, store.ReceiptFilter{Until: cut, ThroughID: through, Limit: exportPage})
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -102,31 +112,40 @@ func (c *cli) receiptsExport(args []string) error {
 	if err != nil {
 		return fmt.Errorf("export stopped after %d receipts: %w. Nothing was removed; the archive is incomplete", n, err)
 	}
+	prune := fmt.Sprintf("idemgate receipts prune --before %s", cut.Format(time.RFC3339Nano))
+	upTo := ""
+	if through > 0 {
+		prune += fmt.Sprintf(" --through-id %d", through)
+		upTo = fmt.Sprintf(" (receipt IDs through %d)", through)
+	}
 	if file == nil {
-		fmt.Fprint(c.stderr, escape(fmt.Sprintf("exported %d receipt(s) older than %s\n", n, ts(cut)), false))
+		fmt.Fprint(c.stderr, escape(fmt.Sprintf("exported %d receipt(s) older than %s%s. Remove them from the store with `%s --reason WHY`\n",
+			n, ts(cut), upTo, prune), false))
 		return nil
 	}
 	if f.json {
-		return c.printJSON(map[string]any{"exported": n, "before": cut, "out": *out})
+		out := map[string]any{"exported": n, "before": cut, "out": *out}
+		if through > 0 {
+			out["through_id"] = through
+		}
+		return c.printJSON(out)
 	}
-	c.printf("exported %d receipt(s) older than %s to %s. Remove them from the store with "+
-		"`idemgate receipts prune --before %s --reason WHY`\n", n, ts(cut), *out, cut.Format(time.RFC3339Nano))
+	c.printf("exported %d receipt(s) older than %s%s to %s. Remove them from the store with `%s --reason WHY`\n",
+		n, ts(cut), upTo, *out, prune)
 	return nil
 }
 
-// exportTo writes every receipt page returns, from the first on, as JSON lines
-// that carry no control character raw, and returns how many it wrote.
-func exportTo(w io.Writer, page func(after int64) ([]store.Receipt, error)) (int, error) {
-	var (
-		n     int
-		after int64
-	)
+// exportTo writes every receipt of the pages page returns, from f's on until one
+// is Done, as JSON lines that carry no control character raw, and returns how
+// many it wrote.
+func exportTo(w io.Writer, page func(f store.ReceiptFilter) (store.ReceiptPage, error), f store.ReceiptFilter) (int, error) {
+	var n int
 	for {
-		rs, err := page(after)
-		if err != nil || len(rs) == 0 {
+		p, err := page(f)
+		if err != nil {
 			return n, err
 		}
-		for _, r := range rs {
+		for _, r := range p.Receipts {
 			b, err := json.Marshal(toReceiptJSON(r))
 			if err != nil {
 				return n, err
@@ -136,18 +155,24 @@ func exportTo(w io.Writer, page func(after int64) ([]store.Receipt, error)) (int
 			}
 			n++
 		}
-		after = rs[len(rs)-1].ID
+		if p.Done {
+			return n, nil
+		}
+		f = p.Next
 	}
 }
 
 func (c *cli) receiptsPrune(args []string) error {
-	f := c.newFlags("receipts prune", "--before T --reason WHY [flags]", "Removes the receipts older than T, in batches, and records the prune in one receipt\n"+
+	f := c.newFlags("receipts prune", "--before T --through-id ID --reason WHY [flags]", "Removes the receipts older than T, in batches, and records the prune in one receipt\n"+
 		"(decision pruned: cut-off, count, who and why). Kept whatever their age: the receipts of keys that still\n"+
-		"have a record, and earlier prunes. Export them first: `idemgate receipts export --before T --out FILE`.", true)
+		"have a record, and earlier prunes. Export them first: `idemgate receipts export --before T --out FILE`, then\n"+
+		"prune with the --through-id the export printed, so that only what it archived is removed.", true)
 	before := f.String("before", "", "the cut-off: 2026-09-01, 2026-09-01T00:00:00Z, or a duration ago (2160h)")
 	reason := f.String("reason", "", "why (required): the retention rule, the ticket; it goes into the receipt")
 	actor := f.String("actor", "", "who prunes (default: the OS user)")
 	batch := f.Int("batch", store.DefaultPruneBatch, "receipts removed per transaction (claims wait for at most one batch)")
+	through := f.Int64("through-id", 0, "remove only receipts with an ID at or below this one: the ID the export printed, so that only what it archived goes "+
+		"(a read's receipt stored after the export, with a time before the cut-off, stays); 0: every receipt stored when the prune begins")
 	if err := f.parseNone(args); err != nil {
 		return err
 	}
@@ -161,6 +186,9 @@ func (c *cli) receiptsPrune(args []string) error {
 	if *batch <= 0 {
 		return usagef("--batch must be positive")
 	}
+	if *through < 0 {
+		return usagef("--through-id must not be negative (0: no bound)")
+	}
 	ctx, st, done, err := c.sessionFor(f, retentionTimeout)
 	if err != nil {
 		return err
@@ -170,16 +198,27 @@ func (c *cli) receiptsPrune(args []string) error {
 	if !ok {
 		return fmt.Errorf("this store (%T) cannot prune receipts; nothing changed", st)
 	}
-	p := store.Prune{Before: cut, Actor: c.actor(*actor), Reason: strings.TrimSpace(*reason), Now: c.now(), Batch: *batch}
+	p := store.Prune{Before: cut, Actor: c.actor(*actor), Reason: strings.TrimSpace(*reason), Now: c.now(), Batch: *batch, ThroughID: *through}
 	n, err := pr.Prune(ctx, p)
 	if err != nil {
 		return fmt.Errorf("prune stopped after removing %d receipt(s): %w. The prune's receipt records it; run it again to go on", n, err)
 	}
 	if f.json {
-		return c.printJSON(map[string]any{"removed": n, "before": cut, "actor": p.Actor, "reason": p.Reason})
+		out := map[string]any{"removed": n, "before": cut, "actor": p.Actor, "reason": p.Reason}
+		if p.ThroughID > 0 {
+			out["through_id"] = p.ThroughID
+		}
+		return c.printJSON(out)
 	}
-	c.printf("removed %d receipt(s) older than %s (kept: those of keys that still have a record, and earlier prunes); "+
-		"recorded as a pruned receipt by %s\n", n, ts(cut), p.Actor)
+	upTo := ""
+	if p.ThroughID > 0 {
+		upTo = fmt.Sprintf(" with IDs through %d", p.ThroughID)
+	} else {
+		fmt.Fprintln(c.stderr, "no --through-id: the prune removed every old receipt stored when it began, also any stored after an export "+
+			"(a read's receipt, appended late by a worker's queue). To remove only what an export archived, give the --through-id it printed.")
+	}
+	c.printf("removed %d receipt(s) older than %s%s (kept: those of keys that still have a record, and earlier prunes); "+
+		"recorded as a pruned receipt by %s\n", n, ts(cut), upTo, p.Actor)
 	return nil
 }
 
@@ -188,6 +227,9 @@ func pruneNote(r store.Receipt) string {
 	var sum store.PruneSummary
 	if r.Decision != store.DecisionPruned || json.Unmarshal(r.Call, &sum) != nil {
 		return ""
+	}
+	if sum.ThroughID > 0 {
+		return fmt.Sprintf(" (removed %d receipt(s) before %s, IDs through %d)", sum.Count, ts(sum.Before), sum.ThroughID)
 	}
 	return fmt.Sprintf(" (removed %d receipt(s) before %s)", sum.Count, ts(sum.Before))
 }

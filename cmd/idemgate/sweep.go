@@ -244,10 +244,13 @@ func (sw *heldSweep) namespaceHolds(ctx context.Context) (bool, error) {
 	sw.sameIDOtherRun = nil
 	// Receipts are listed oldest first: look at the last hour first, then further back.
 	for _, back := range []time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour} {
-		rs, err := sw.st.Receipts(ctx, store.ReceiptFilter{Since: sw.now.Add(-back), Limit: 200})
+		// One bounded page (store.ReceiptPager): on PostgreSQL a plain receipt
+		// query by time walked the table from its first receipt.
+		p, err := store.PageReceipts(ctx, sw.st, store.ReceiptFilter{Since: sw.now.Add(-back), Limit: 200})
 		if err != nil {
 			return false, err
 		}
+		rs := p.Receipts
 		for i := len(rs) - 1; i >= 0 && sw.probed < maxProbes; i-- {
 			if ok, err := try(rs[i].WorkflowID, rs[i].RunID); ok || err != nil {
 				sw.confirmed = ok

@@ -245,16 +245,26 @@ func Pause(ctx context.Context, st store.Operator, p store.Pause) error {
 // receipts of the last week carry that are close to it, or "" when a receipt names
 // it. Such a pause is stored all the same (a pause may come before the first run).
 func UnnamedActivityNote(ctx context.Context, st store.Operator, activity string, now time.Time) (string, error) {
-	named, err := st.Receipts(ctx, store.ReceiptFilter{Activity: activity, Limit: 50})
-	if err != nil {
-		return "", err
-	}
-	for _, r := range named {
-		if r.Effect != "" { // a gate's receipt, not a pause's or resume's
-			return "", nil
+	// Bounded pages (List): the activity is not indexed, and a store of millions
+	// of receipts is not walked to its end for a note.
+	week := now.Add(-7 * 24 * time.Hour)
+	searching := false
+	for _, f := range []store.ReceiptFilter{{Activity: activity}, {Activity: activity, Since: week}} {
+		named, err := List(ctx, st, f, 50, true)
+		if err != nil {
+			return "", err
 		}
+		for _, r := range named.Receipts {
+			if r.Effect != "" { // a gate's receipt, not a pause's or resume's
+				return "", nil
+			}
+		}
+		if !named.Searching {
+			break // read to the store's end: none
+		}
+		searching = true
 	}
-	rs, err := st.Receipts(ctx, store.ReceiptFilter{Since: now.Add(-7 * 24 * time.Hour), Limit: 20000})
+	rs, _, err := ListReceipts(ctx, st, store.ReceiptFilter{Since: week}, 20000, true)
 	if err != nil {
 		return "", err
 	}
@@ -270,8 +280,12 @@ func UnnamedActivityNote(ctx context.Context, st store.Operator, activity string
 			close = append(close, r.Activity)
 		}
 	}
-	note := fmt.Sprintf("no receipt names the activity %s (names are case-sensitive): if it is misspelt, this pause stops nothing "+
-		"that runs. Next step: resume it and pause the name the workers register", activity)
+	read := "no receipt names"
+	if searching {
+		read = fmt.Sprintf("no receipt read (the store's oldest and the last week's first, %d of each) names", ListPages*store.DefaultReceiptScan)
+	}
+	note := fmt.Sprintf("%s the activity %s (names are case-sensitive): if it is misspelt, this pause stops nothing "+
+		"that runs. Next step: resume it and pause the name the workers register", read, activity)
 	switch {
 	case len(close) > 0:
 		slices.Sort(close)

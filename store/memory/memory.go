@@ -27,8 +27,10 @@ type Store struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Pruner = (*Store)(nil)
+	_ store.Store            = (*Store)(nil)
+	_ store.Pruner           = (*Store)(nil)
+	_ store.ReceiptPager     = (*Store)(nil)
+	_ store.ReceiptHorizoner = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -175,7 +177,64 @@ func (s *Store) Receipts(_ context.Context, f store.ReceiptFilter) ([]store.Rece
 	return out, nil
 }
 
-// Prune removes the receipts store.Prunable at p.Before and appends the prune's
+// ReceiptPage lists one bounded page of f (store.ReceiptPager), in ID order,
+// examining at most f.ScanLimit() receipts after the cursor: those of f's key,
+// workflow or decision when it names one, else every one.
+func (s *Store) ReceiptPage(_ context.Context, f store.ReceiptFilter) (store.ReceiptPage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return store.ReceiptPage{}, s.fail
+	}
+	limit, scan := f.PageLimit(), f.ScanLimit()
+	f.AfterTime = time.Time{}
+	drives := func(r store.Receipt) bool {
+		switch {
+		case f.Key != "":
+			return r.Key == f.Key
+		case f.WorkflowID != "":
+			return r.WorkflowID == f.WorkflowID
+		case f.Decision != "":
+			return r.Decision == f.Decision
+		}
+		return true
+	}
+	var out []store.Receipt
+	next, examined := f, 0
+	for _, r := range s.receipts {
+		if r.ID <= f.AfterID || !drives(r) {
+			continue
+		}
+		if f.ThroughID > 0 && r.ID > f.ThroughID {
+			break
+		}
+		examined++
+		next.AfterID = r.ID
+		if f.Match(r) {
+			r.Call = slices.Clone(r.Call)
+			out = append(out, r)
+			if len(out) == limit {
+				return store.ReceiptPage{Receipts: out, Next: next}, nil
+			}
+		}
+		if examined == scan {
+			return store.ReceiptPage{Receipts: out, Next: next}, nil
+		}
+	}
+	return store.ReceiptPage{Receipts: out, Done: true, Next: next}, nil
+}
+
+// ReceiptHorizon is the last receipt ID (store.ReceiptHorizoner).
+func (s *Store) ReceiptHorizon(context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return 0, s.fail
+	}
+	return s.lastID, nil
+}
+
+// Prune removes the receipts store.Prunable by p and appends the prune's
 // receipt, in one locked step (the memory store has no transactions to bound).
 func (s *Store) Prune(_ context.Context, p store.Prune) (int, error) {
 	if err := p.Valid(); err != nil {
@@ -189,7 +248,7 @@ func (s *Store) Prune(_ context.Context, p store.Prune) (int, error) {
 	n := len(s.receipts)
 	s.receipts = slices.DeleteFunc(s.receipts, func(r store.Receipt) bool {
 		_, found := s.records[r.Key]
-		return store.Prunable(r, p.Before, found)
+		return store.Prunable(r, p, found)
 	})
 	removed := n - len(s.receipts)
 	s.appendLocked(store.PruneReceipt(p, int64(removed)))

@@ -44,7 +44,15 @@
 // (schema version 5), and never of a pruned receipt or of a receipt whose key
 // still has a record. They are indexed by key, workflow ID and time
 // (schema version 3); the activity and decision filters are applied to the rows
-// those indexes find, or by a scan when they are the only filters. Records are
+// those indexes find, or by a scan when they are the only filters (Receipts;
+// ReceiptPage, what the operator's listings read, examines a window of at most
+// ReceiptFilter.Scan receipts after its cursor, and with Since and no key,
+// workflow or rare decision walks the time index in (time, id) order: IDs come
+// from a sequence and do not follow time, and the planner, walking the primary
+// key filtered by time, read 9.6 million rows to find the last hour's first 100).
+// ReceiptHorizon reads the sequence's last ID and waits (without a lock) for the
+// transactions that hold the receipts' insert lock then, so that no transaction
+// with an ID from the sequence is still open below the ID it returns. Records are
 // indexed partially by the open claims Pending lists (claimed, unknown) and by
 // the expiry of the closed ones (completed, released; schema version 11), which a
 // claim does not write; receipts partially by decision (every decision but

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -57,11 +58,15 @@ type Store struct {
 	closed   atomic.Bool
 	// durability is Options.Durability (Durability, batch.go).
 	durability store.Durability
+	// seeQuery, when set by a test, sees each query of a ReceiptPage before it runs.
+	seeQuery func(q string, args []any)
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Pruner = (*Store)(nil)
+	_ store.Store            = (*Store)(nil)
+	_ store.Pruner           = (*Store)(nil)
+	_ store.ReceiptPager     = (*Store)(nil)
+	_ store.ReceiptHorizoner = (*Store)(nil)
 )
 
 // Open connects to dsn (a postgres:// URL or key=value string) with default
@@ -495,14 +500,29 @@ func (s *Store) Append(ctx context.Context, r store.Receipt) error {
 func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Receipt, error) {
 	cond := ""
 	if f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan {
-		cond = `decision NOT IN ('claimed', 'ran')` // the partial decision index holds them (schema version 11)
+		cond = rareDecisionsCond // the partial decision index holds them (schema version 11)
 	}
 	tail, args := sqlq.ReceiptQueryWhere(f, sqlq.Dollar, func(t time.Time) any { return micro(t) }, cond)
-	q := `SELECT id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
-		result_ref, error, actor, reason, resolution, effect_source FROM idemgate_receipts` + tail
-	rows, err := s.pool.Query(ctx, q, args...)
+	return s.scanReceipts(ctx, `SELECT `+receiptColumns+` FROM idemgate_receipts`+tail, args)
+}
+
+// rareDecisionsCond is the condition of the partial decision index (schema
+// version 11), in the words a query must use for the planner to pick it.
+const rareDecisionsCond = `decision NOT IN ('claimed', 'ran')`
+
+// scanReceipts runs receipt query q (receiptColumns).
+func (s *Store) scanReceipts(ctx context.Context, q string, args []any) ([]store.Receipt, error) {
+	rs, err := scanReceiptRows(s.pool.Query(ctx, q, args...))
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
+	}
+	return rs, nil
+}
+
+// scanReceiptRows reads the rows of a receipt query (receiptColumns).
+func scanReceiptRows(rows pgx.Rows, err error) ([]store.Receipt, error) {
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []store.Receipt
@@ -514,16 +534,214 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 		if err := rows.Scan(&r.ID, &r.Time, &r.Key, &r.Activity, &r.Effect, &d, &r.ArgsHash, &r.Call,
 			&r.WorkflowID, &r.RunID, &r.Attempt, &r.ResultRef, &r.Error, &r.Actor, &r.Reason, &r.Resolution,
 			&r.EffectSource); err != nil {
-			return nil, s.fail("list receipts in", err)
+			return nil, err
 		}
 		r.Time, r.Decision = r.Time.UTC(), store.Decision(d)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.fail("list receipts in", err)
+		return nil, err
 	}
 	return out, nil
 }
+
+// receiptColumns are the columns scanReceipts reads, in its order.
+const receiptColumns = `id, time, key, activity, effect, decision, args_hash, call, workflow_id, run_id, attempt,
+	result_ref, error, actor, reason, resolution, effect_source`
+
+// ReceiptPage lists one bounded page of f (store.ReceiptPager), examining at most
+// f.ScanLimit() receipts: a window found first through the driving index alone,
+// whose receipts the page's query then filters. The driving index is that of
+// f's key, workflow or rare decision when it names one (the page in ID order);
+// else, with Since, the time index (the page in (Time, ID) order: IDs come from a
+// sequence and do not follow time, and a walk of the primary key filtered by
+// time finds the last hour only at the end of the table); else the primary key.
+func (s *Store) ReceiptPage(ctx context.Context, f store.ReceiptFilter) (store.ReceiptPage, error) {
+	limit, scan := f.PageLimit(), f.ScanLimit()
+	rare := f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan
+	cond := "" // the partial decision index's condition, when its decision drives the page
+	if rare && f.Key == "" && f.WorkflowID == "" {
+		cond = rareDecisionsCond
+	}
+	at := func(t time.Time) any { return micro(t) }
+	drive := store.ReceiptFilter{AfterID: f.AfterID, AfterTime: f.AfterTime, ThroughID: f.ThroughID}
+	byTime := false
+	switch {
+	case f.Key != "":
+		drive.Key = f.Key
+	case f.WorkflowID != "":
+		drive.WorkflowID = f.WorkflowID
+	case rare:
+		drive.Decision = f.Decision
+	case !f.Since.IsZero():
+		byTime = true
+		drive.Since, drive.Until = f.Since, f.Until
+	}
+	if !byTime {
+		// A listing in ID order has no time cursor.
+		f.AfterTime, drive.AfterTime = time.Time{}, time.Time{}
+	}
+	order, desc := "id", "id DESC"
+	if byTime {
+		order, desc = "time, id", "time DESC, id DESC"
+	}
+	// The page's query reads the window (at most scan receipts after the cursor,
+	// through the driving index) lazily and stops at the page's limit: a filter
+	// most receipts match reads little more than its page. A page that ends short
+	// read its window to the end; where that was is read in the same snapshot.
+	window, wargs := sqlq.ReceiptWhere(drive, sqlq.Dollar, at, cond)
+	wargs = append(wargs, scan)
+	inner := `SELECT ` + receiptColumns + ` FROM idemgate_receipts`
+	if len(window) > 0 {
+		inner += " WHERE " + strings.Join(window, " AND ")
+	}
+	inner += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(wargs))
+	where, args := sqlq.ReceiptWhere(f, sqlq.Dollar, at, "")
+	// f's placeholders follow the window's.
+	for i := len(where) - 1; i >= 0; i-- {
+		where[i] = renumber(where[i], len(wargs))
+	}
+	args = append(append(slices.Clone(wargs), args...), limit)
+	q := `SELECT ` + receiptColumns + ` FROM (` + inner + `) w`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(args))
+	var (
+		result store.ReceiptPage
+		n      int64
+		endAt  time.Time
+		endID  int64
+	)
+	next := f
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if s.seeQuery != nil {
+			s.seeQuery(q, args)
+		}
+		rs, err := scanReceiptRows(tx.Query(ctx, q, args...))
+		if err != nil {
+			return err
+		}
+		result.Receipts = rs
+		if len(rs) == limit {
+			endAt, endID = rs[len(rs)-1].Time, rs[len(rs)-1].ID
+			return nil
+		}
+		cols := "id" // an ID window reads the index alone
+		if byTime {
+			cols = "time, id"
+		}
+		wq := `SELECT count(*) OVER (), ` + cols + ` FROM (SELECT ` + cols + ` FROM idemgate_receipts`
+		if len(window) > 0 {
+			wq += " WHERE " + strings.Join(window, " AND ")
+		}
+		wq += " ORDER BY " + order + " LIMIT " + sqlq.Dollar.Mark(len(wargs)) + ") w ORDER BY " + desc + " LIMIT 1"
+		if s.seeQuery != nil {
+			s.seeQuery(wq, wargs)
+		}
+		dest := []any{&n, &endID}
+		if byTime {
+			dest = []any{&n, &endAt, &endID}
+		}
+		switch err := tx.QueryRow(ctx, wq, wargs...).Scan(dest...); {
+		case errors.Is(err, pgx.ErrNoRows):
+			endAt, endID = f.AfterTime, f.AfterID
+		case err != nil:
+			return err
+		}
+		result.Done = n < int64(scan)
+		return nil
+	})
+	if err != nil {
+		return store.ReceiptPage{}, s.fail("list receipts in", err)
+	}
+	next.AfterID = endID
+	if byTime && !endAt.IsZero() {
+		next.AfterTime = endAt.UTC()
+	}
+	result.Next = next
+	return result, nil
+}
+
+// renumber shifts the placeholders $1, $2, … in cond by k.
+func renumber(cond string, k int) string {
+	var b strings.Builder
+	for i := 0; i < len(cond); i++ {
+		if cond[i] != '$' {
+			b.WriteByte(cond[i])
+			continue
+		}
+		j := i + 1
+		for j < len(cond) && cond[j] >= '0' && cond[j] <= '9' {
+			j++
+		}
+		n, err := strconv.Atoi(cond[i+1 : j])
+		if err != nil {
+			b.WriteByte(cond[i])
+			continue
+		}
+		b.WriteString("$" + strconv.Itoa(n+k))
+		i = j - 1
+	}
+	return b.String()
+}
+
+// ReceiptHorizon is an ID up to which every receipt is stored
+// (store.ReceiptHorizoner). IDs come from a sequence when a transaction inserts
+// its receipt, and it may commit after a later ID's: the sequence's last ID S
+// is read, then the transactions holding the receipts table's insert lock (every
+// one that took an ID up to S still holds it until it ends); the horizon is S
+// once all of those have ended, committed or rolled back. It waits for them
+// without a lock of its own, so claims never wait for it.
+func (s *Store) ReceiptHorizon(ctx context.Context) (int64, error) {
+	var (
+		last   int64
+		called bool
+		vxids  []string
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT last_value, is_called FROM `+receiptSeq).Scan(&last, &called); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT DISTINCT virtualtransaction FROM pg_locks
+			WHERE locktype = 'relation' AND relation = 'idemgate_receipts'::regclass AND mode = 'RowExclusiveLock'
+			AND pid <> pg_backend_pid()`)
+		if err != nil {
+			return err
+		}
+		vxids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return 0, s.fail("read the receipt horizon of", err)
+	}
+	if !called {
+		last = 0 // the sequence has handed out no ID yet
+	}
+	for wait := time.Millisecond; len(vxids) > 0; wait = min(2*wait, 100*time.Millisecond) {
+		rows, err := s.pool.Query(ctx, `SELECT DISTINCT virtualtransaction FROM pg_locks
+			WHERE locktype = 'relation' AND relation = 'idemgate_receipts'::regclass AND virtualtransaction = ANY($1)`, vxids)
+		if err == nil {
+			vxids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			return 0, s.fail("read the receipt horizon of", err)
+		}
+		if len(vxids) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, s.fail("read the receipt horizon of", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	return last, nil
+}
+
+// receiptSeq is the sequence of the receipts' IDs (an identity column: schema
+// version 1).
+const receiptSeq = `idemgate_receipts_id_seq`
 
 // Sweep removes at most limit expired records (store.Expired; limit <= 0: all of them), at most
 // 1000 per statement. Rows a Begin holds are skipped, never waited for, so a sweep
@@ -605,10 +823,11 @@ func (s *Store) Forget(ctx context.Context, r store.Record, now time.Time) (bool
 
 // The prune's statements (Store.Prune).
 const (
-	// pruneTally is the prune's snapshot in one statement: the last receipt ID and
-	// how many receipts before the cut-off $1 may go.
-	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts), 0), (SELECT count(*) FROM idemgate_receipts r
-		WHERE time < $1 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
+	// pruneTally is the prune's snapshot in one statement: the last receipt ID at
+	// or below the prune's bound $2 (Prune.ThroughID, else the largest ID) and how
+	// many receipts up to it before the cut-off $1 may go.
+	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts WHERE id <= $2), 0), (SELECT count(*) FROM idemgate_receipts r
+		WHERE time < $1 AND id <= $2 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
 	// pruneNext is the end of the next batch: the last of at most $4 candidates
 	// after the cursor $1, up to the snapshot's last ID $2, before the cut-off $3.
 	pruneNext = `SELECT max(id) FROM (SELECT id FROM idemgate_receipts
@@ -632,7 +851,7 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 	}
 	before := micro(p.Before)
 	var last, count int64
-	if err := s.pool.QueryRow(ctx, pruneTally, before).Scan(&last, &count); err != nil {
+	if err := s.pool.QueryRow(ctx, pruneTally, before, p.Through()).Scan(&last, &count); err != nil {
 		return 0, s.fail("prune receipts in", err)
 	}
 	var (

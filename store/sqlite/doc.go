@@ -69,7 +69,10 @@
 // of a time index. The receipts written before version 10 keep their IDs and a
 // time index of their own, which no new receipt is written into. The activity and
 // decision filters are applied to the rows the other filters find, or by a scan
-// when they are the only filters. Begin on a new key is one INSERT of the record
+// when they are the only filters: Receipts walks every receipt then, and
+// ReceiptPage (store.ReceiptPager, what the operator's listings read) a window of
+// at most ReceiptFilter.Scan IDs after its cursor. ReceiptHorizon is the last
+// receipt ID, and Prune.ThroughID bounds a prune by it. Begin on a new key is one INSERT of the record
 // and one of the receipt; Complete, Release and Abandon each one UPDATE of the
 // columns that change (store.Apply's checks in its WHERE clause) and one receipt
 // INSERT.

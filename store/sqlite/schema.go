@@ -377,14 +377,19 @@ const (
 // The prune's statements (Store.Prune). "+time" keeps SQLite from choosing the
 // time index: each batch walks the primary key from its cursor.
 const (
-	// pruneTally is the prune's snapshot in one statement: the last receipt ID and
-	// how many receipts before the cut-off (parameter 1) may go.
-	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts), 0), (SELECT count(*) FROM idemgate_receipts r
-		WHERE time < ?1 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
-	// pruneNext is the end of the next batch: the last of at most ?4 candidates
-	// after the cursor ?1, up to the snapshot's last ID ?2, before the cut-off ?3.
-	pruneNext = `SELECT max(id) FROM (SELECT id FROM idemgate_receipts
-		WHERE id > ?1 AND id <= ?2 AND +time < ?3 AND decision <> 'pruned' ORDER BY id LIMIT ?4)`
+	// pruneTally is the prune's snapshot in one statement: the last receipt ID at
+	// or below the prune's bound (parameter 2: Prune.ThroughID, else the largest
+	// ID) and how many receipts up to it before the cut-off (parameter 1) may go.
+	pruneTally = `SELECT coalesce((SELECT max(id) FROM idemgate_receipts WHERE id <= ?2), 0), (SELECT count(*) FROM idemgate_receipts r
+		WHERE time < ?1 AND id <= ?2 AND decision <> 'pruned' AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = r.key))`
+	// pruneNext is the next batch's window, read outside the write lock: how many
+	// receipts (at most ?4) follow the cursor ?1 up to the snapshot's last ID ?2,
+	// the last of them, and how many of them are candidates (before the cut-off
+	// ?3, not a prune's). A window is bounded by the receipts it examines, not by
+	// the candidates it finds: a batch that looked for ?4 candidates walked every
+	// receipt after the last one (all the newer receipts) under the write lock.
+	pruneNext = `SELECT count(*), coalesce(max(id), 0), coalesce(sum(+time < ?3 AND decision <> 'pruned'), 0)
+		FROM (SELECT id, time, decision FROM idemgate_receipts WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ?4)`
 	// pruneBatch removes the candidates in (?1, ?2] before the cut-off ?3 whose key has no record.
 	pruneBatch = `DELETE FROM idemgate_receipts WHERE id > ?1 AND id <= ?2 AND +time < ?3 AND decision <> 'pruned'
 		AND NOT EXISTS (SELECT 1 FROM idemgate_records k WHERE k.key = idemgate_receipts.key)`

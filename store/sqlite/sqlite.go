@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,9 @@ type Store struct {
 	syncWAL func() error // the flusher's sync; a test replaces it
 	// seeQuery, when set by a test, sees each receipt query before it runs.
 	seeQuery func(q string, args []any)
+	// seeLocked, when set by a test, sees each receipt query a prune runs under
+	// the write lock (its first two arguments bound the IDs it reads).
+	seeLocked func(q string, args []any)
 	// beforeCommit, when set by a test, sees each batch's transaction before
 	// its commit, with the number of writes in it.
 	beforeCommit func(tx *sql.Tx, writes int)
@@ -432,13 +436,139 @@ func (s *Store) Receipts(ctx context.Context, f store.ReceiptFilter) ([]store.Re
 	return append(out, rest...), nil
 }
 
+// ReceiptPage lists one bounded page of f (store.ReceiptPager), in ID order. The
+// page walks the receipts of f's key, workflow or rare decision through their
+// index when f names one, else the ID range (from Since on: IDs are time-ordered),
+// and examines at most f.ScanLimit() of them: a window of IDs found first through
+// the index or the primary key alone, whose receipts the page's query then
+// filters. The receipts written before schema version 10 are read first, by
+// their own time index, as Receipts reads them.
+func (s *Store) ReceiptPage(ctx context.Context, f store.ReceiptFilter) (store.ReceiptPage, error) {
+	limit, scan := f.PageLimit(), f.ScanLimit()
+	f.AfterTime = time.Time{} // IDs are time-ordered here: a listing by ID is the listing by time
+	var (
+		cond []string // the partial decision index's condition, when its decision drives the page
+		out  []store.Receipt
+	)
+	if f.Key == "" && f.WorkflowID == "" && f.Decision != "" && f.Decision != store.DecisionClaimed && f.Decision != store.DecisionRan {
+		cond = append(cond, rareDecisions)
+	}
+	if !f.Since.IsZero() {
+		if f.AfterID < s.timeIDsFrom-1 {
+			g := f
+			g.Limit = limit
+			old, err := s.receipts(ctx, g, append(cond, "id < "+strconv.FormatInt(s.timeIDsFrom, 10))...)
+			if err != nil {
+				return store.ReceiptPage{}, err
+			}
+			if len(old) == limit {
+				next := f
+				next.AfterID = old[len(old)-1].ID
+				return store.ReceiptPage{Receipts: old, Next: next}, nil
+			}
+			out = old
+		}
+		f.AfterID = max(f.AfterID, f.Since.UnixMicro()-1, s.timeIDsFrom-1)
+	}
+	// The window: at most scan receipts after the cursor, read through the driving
+	// index (or the primary key). The page's query filters the window as it reads
+	// it and stops at the page's limit (SQLite reads the window lazily, in ID
+	// order): a filter most receipts match reads little more than its page.
+	drive := store.ReceiptFilter{AfterID: f.AfterID, ThroughID: f.ThroughID}
+	switch {
+	case f.Key != "":
+		drive.Key = f.Key
+	case f.WorkflowID != "":
+		drive.WorkflowID = f.WorkflowID
+	case len(cond) > 0:
+		drive.Decision = f.Decision
+	}
+	at := func(t time.Time) any { return t.UnixMicro() }
+	window, wargs := sqlq.ReceiptWhere(drive, sqlq.Question, at, strings.Join(cond, " AND "))
+	inner := "SELECT " + receiptColumns + " FROM idemgate_receipts"
+	if len(window) > 0 {
+		inner += " WHERE " + strings.Join(window, " AND ")
+	}
+	inner += " ORDER BY id LIMIT ?"
+	wargs = append(wargs, scan)
+	g := f
+	g.Limit = limit - len(out)
+	where, args := sqlq.ReceiptWhere(g, sqlq.Question, at, "")
+	q := "SELECT " + receiptColumns + " FROM (" + inner + ")"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id LIMIT ?"
+	args = append(append(slices.Clone(wargs), args...), g.Limit)
+	// One read transaction: the window's end is read from the snapshot the page
+	// was read from, so a receipt appended between the two is never passed over.
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return store.ReceiptPage{}, s.fail("list receipts in", err)
+	}
+	defer tx.Rollback()
+	rs, err := s.receiptQueryOn(ctx, tx, q, args)
+	if err != nil {
+		return store.ReceiptPage{}, err
+	}
+	out = append(out, rs...)
+	next := f
+	if len(rs) == g.Limit {
+		next.AfterID = rs[len(rs)-1].ID
+		return store.ReceiptPage{Receipts: out, Next: next}, nil
+	}
+	// Fewer than the limit: the window was read to its end. Where it ended, and
+	// whether it was the store's end.
+	q = `SELECT count(*), coalesce(max(id), 0) FROM (SELECT id FROM idemgate_receipts`
+	if len(window) > 0 {
+		q += " WHERE " + strings.Join(window, " AND ")
+	}
+	q += " ORDER BY id LIMIT ?)"
+	if s.seeQuery != nil {
+		s.seeQuery(q, wargs)
+	}
+	var n, end int64
+	if err := tx.QueryRowContext(ctx, q, wargs...).Scan(&n, &end); err != nil {
+		return store.ReceiptPage{}, s.fail("list receipts in", err)
+	}
+	next.AfterID = max(end, f.AfterID)
+	return store.ReceiptPage{Receipts: out, Done: n < int64(scan), Next: next}, nil
+}
+
+// ReceiptHorizon is the last receipt ID (store.ReceiptHorizoner): writes are
+// serialised and a new receipt's ID is above every stored one, so every receipt
+// at or below it is stored.
+func (s *Store) ReceiptHorizon(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM idemgate_receipts`).Scan(&id); err != nil {
+		return 0, s.fail("read the receipts of", err)
+	}
+	return id, nil
+}
+
 // receipts runs one receipt query, with the conditions cond as well.
 func (s *Store) receipts(ctx context.Context, f store.ReceiptFilter, cond ...string) ([]store.Receipt, error) {
 	q, args := receiptSQL(f, cond...)
+	return s.receiptQuery(ctx, q, args)
+}
+
+// receiptQuery runs receipt query q (receiptColumns) on the read pool.
+func (s *Store) receiptQuery(ctx context.Context, q string, args []any) ([]store.Receipt, error) {
+	return s.receiptQueryOn(ctx, s.r, q, args)
+}
+
+// queryer is a read pool or a transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// receiptQueryOn runs receipt query q (receiptColumns) on db.
+func (s *Store) receiptQueryOn(ctx context.Context, db queryer, q string, args []any) ([]store.Receipt, error) {
 	if s.seeQuery != nil {
 		s.seeQuery(q, args)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.fail("list receipts in", err)
 	}
@@ -547,7 +677,7 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 	}
 	before := p.Before.UnixMicro()
 	var last, count int64
-	if err := s.r.QueryRowContext(ctx, pruneTally, before).Scan(&last, &count); err != nil {
+	if err := s.r.QueryRowContext(ctx, pruneTally, before, p.Through()).Scan(&last, &count); err != nil {
 		return 0, s.fail("prune receipts in", err)
 	}
 	p.Now = micro(p.Now)
@@ -556,40 +686,50 @@ func (s *Store) Prune(ctx context.Context, p store.Prune) (int, error) {
 		cursor int64
 	)
 	for first := true; ; first = false {
-		var (
-			next sql.NullInt64
-			n    int64
-		)
-		err := s.write(ctx, "prune receipts in", true, func(ctx context.Context, tx *sql.Tx) error {
-			if first {
-				if err := s.appendTx(ctx, tx, store.PruneReceipt(p, count)); err != nil {
+		// The window, read without the write lock.
+		var rows, end, candidates int64
+		if err := s.r.QueryRowContext(ctx, pruneNext, cursor, last, before, p.BatchSize()).Scan(&rows, &end, &candidates); err != nil {
+			return total, s.fail("prune receipts in", err)
+		}
+		var n int64
+		if first || candidates > 0 {
+			err := s.write(ctx, "prune receipts in", true, func(ctx context.Context, tx *sql.Tx) error {
+				if first {
+					if err := s.appendTx(ctx, tx, store.PruneReceipt(p, count)); err != nil {
+						return err
+					}
+				}
+				if candidates == 0 {
+					return nil
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO idemgate_prune_token (id) VALUES (1)`); err != nil {
 					return err
 				}
-			}
-			if err := tx.QueryRowContext(ctx, pruneNext, cursor, last, before, p.BatchSize()).Scan(&next); err != nil || !next.Valid {
+				if s.seeLocked != nil {
+					s.seeLocked(pruneBatch, []any{cursor, end, before})
+				}
+				res, err := tx.ExecContext(ctx, pruneBatch, cursor, end, before)
+				if err != nil {
+					return err
+				}
+				if n, err = res.RowsAffected(); err != nil {
+					return err
+				}
+				_, err = tx.ExecContext(ctx, `DELETE FROM idemgate_prune_token`)
 				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO idemgate_prune_token (id) VALUES (1)`); err != nil {
-				return err
-			}
-			res, err := tx.ExecContext(ctx, pruneBatch, cursor, next.Int64, before)
+			})
 			if err != nil {
-				return err
+				return total, err
 			}
-			if n, err = res.RowsAffected(); err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, `DELETE FROM idemgate_prune_token`)
-			return err
-		})
-		if err != nil {
-			return total, err
 		}
 		total += int(n)
-		if !next.Valid {
+		if rows < int64(p.BatchSize()) {
 			return total, nil
 		}
-		cursor = next.Int64
+		cursor = end
+		if candidates == 0 {
+			continue // no write: nobody to let in
+		}
 		// Let the writers of other processes in: SQLite's busy handler polls a
 		// locked file at most every 100 ms, and a prune that began its next batch
 		// at once would hold them off batch after batch, past their busy timeout.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgate/idemgate/internal/operate"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/postgres"
 	"github.com/idemgate/idemgate/store/sqlite"
@@ -39,12 +40,25 @@ func fillBench(ctx context.Context, n int) {
 			log.Fatal(err)
 		}
 		emptyPath, fullPath := filepath.Join(dir, "empty.db"), filepath.Join(dir, "full.db")
+		reuse := false
+		if *path != "" {
+			// -path keeps the filled store: a later run with the same -path and
+			// -fill reuses it instead of filling again (a fill of 10 million takes
+			// minutes).
+			fullPath = *path
+			_, err := os.Stat(fullPath)
+			reuse = err == nil
+		}
 		empty, err := sqlite.Open(ctx, emptyPath)
 		must(err)
 		full, err := sqlite.Open(ctx, fullPath)
 		must(err)
 		start := time.Now()
-		sqliteFill(ctx, fullPath, n)
+		if reuse {
+			sqliteReuse(ctx, fullPath, n)
+		} else {
+			sqliteFill(ctx, fullPath, n)
+		}
 		fillCompare(ctx, "SQLite", n, time.Since(start), full, empty)
 		if *queries {
 			queryBench(ctx, "SQLite", n, full)
@@ -59,17 +73,37 @@ func fillBench(ctx context.Context, n int) {
 		}
 		full.Close()
 		empty.Close()
+		if *path != "" {
+			must(os.RemoveAll(emptyPath))
+			fmt.Printf("\nthe filled store stays at %s (-path): run again with it to reuse it\n", fullPath)
+		}
 		must(os.RemoveAll(dir))
 	}
 	if *backend == "postgres" || *backend == "all" {
 		emptyDSN, dropEmpty := pgSchema(ctx, "storebench_empty_"+runID)
-		fullDSN, dropFull := pgSchema(ctx, "storebench_full_"+runID)
+		var (
+			fullDSN  string
+			dropFull func()
+			reuse    bool
+		)
+		if *pgKeep != "" {
+			// -pg-schema keeps the filled store in that schema: a later run with the
+			// same -pg-schema and -fill reuses it.
+			fullDSN, reuse = pgKeptSchema(ctx, *pgKeep)
+			dropFull = func() {}
+		} else {
+			fullDSN, dropFull = pgSchema(ctx, "storebench_full_"+runID)
+		}
 		empty, err := postgres.OpenWith(ctx, emptyDSN, postgres.Options{MaxConns: 1})
 		must(err)
 		full, err := postgres.OpenWith(ctx, fullDSN, postgres.Options{MaxConns: 1})
 		must(err)
 		start := time.Now()
-		pgFill(ctx, fullDSN, n)
+		if reuse {
+			pgReuse(ctx, fullDSN, n)
+		} else {
+			pgFill(ctx, fullDSN, n)
+		}
 		fillCompare(ctx, "PostgreSQL", n, time.Since(start), full, empty)
 		if *queries {
 			queryBench(ctx, "PostgreSQL", n, full)
@@ -170,6 +204,64 @@ func sqliteFill(ctx context.Context, path string, n int) {
 	var recs, rcpts int
 	must(db.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM idemgate_records), (SELECT count(*) FROM idemgate_receipts)").Scan(&recs, &rcpts))
 	checkFill(recs, rcpts, n)
+}
+
+// fillT0 sets t0 to the time the fill of n at dsn or path was made for: the
+// fill's last receipt (the workflow of step n-1) is one step before it. A reused
+// store's queries ("the last hour") then mean what they meant after its fill.
+func fillT0(last time.Time, n int) {
+	t0 = last.Add(24 * time.Hour / time.Duration(n)).UTC()
+	fmt.Printf("reusing a filled store: its fill was made for %s\n\n", t0.Format(time.RFC3339))
+}
+
+// sqliteReuse checks that the store at path holds a fill of n, and sets t0 to it.
+func sqliteReuse(ctx context.Context, path string, n int) {
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	must(err)
+	defer db.Close()
+	var recs, rcpts int
+	must(db.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM idemgate_records), (SELECT count(*) FROM idemgate_receipts)").Scan(&recs, &rcpts))
+	if recs < n || rcpts < n {
+		log.Fatalf("reuse %s: %d records and %d receipts, want a fill of %d", path, recs, rcpts, n)
+	}
+	var us int64
+	must(db.QueryRowContext(ctx, "SELECT time FROM idemgate_receipts WHERE workflow_id = ?", fmt.Sprintf("fill-wf-%010d", n-1)).Scan(&us))
+	fillT0(time.UnixMicro(us), n)
+}
+
+// pgKeptSchema returns the DSN of schema name, creating the schema when it is
+// missing, and whether it held one already.
+func pgKeptSchema(ctx context.Context, name string) (string, bool) {
+	conn, err := pgx.Connect(ctx, pgDSN())
+	must(err)
+	var exists bool
+	must(conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", name).Scan(&exists))
+	if !exists {
+		_, err = conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize())
+		must(err)
+	}
+	conn.Close(ctx)
+	u, err := url.Parse(pgDSN())
+	must(err)
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String(), exists
+}
+
+// pgReuse checks that the schema of dsn holds a fill of n, and sets t0 to it.
+func pgReuse(ctx context.Context, dsn string, n int) {
+	conn, err := pgx.Connect(ctx, dsn)
+	must(err)
+	defer conn.Close(ctx)
+	var recs, rcpts int
+	must(conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM idemgate_records), (SELECT count(*) FROM idemgate_receipts)").Scan(&recs, &rcpts))
+	if recs < n || rcpts < n {
+		log.Fatalf("reuse: %d records and %d receipts, want a fill of %d", recs, rcpts, n)
+	}
+	var last time.Time
+	must(conn.QueryRow(ctx, "SELECT time FROM idemgate_receipts WHERE workflow_id = $1", fmt.Sprintf("fill-wf-%010d", n-1)).Scan(&last))
+	fillT0(last, n)
 }
 
 func checkFill(recs, rcpts, n int) {
@@ -306,8 +398,16 @@ func queryBench(ctx context.Context, name string, n int, s store.Store) {
 		what string
 		run  func() (int, error)
 	}
+	// A receipt query is one page as the operator's listings read it
+	// (store.PageReceipts: at most store.DefaultReceiptScan receipts examined);
+	// "rows" is what the page returned.
 	rec := func(f store.ReceiptFilter) func() (int, error) {
-		return func() (int, error) { rs, err := s.Receipts(ctx, f); return len(rs), err }
+		return func() (int, error) { p, err := store.PageReceipts(ctx, s, f); return len(p.Receipts), err }
+	}
+	// list is the CLI's listing of up to 100 receipts: pages until 100 match or
+	// operate.ListPages pages ended short.
+	list := func(f store.ReceiptFilter) func() (int, error) {
+		return func() (int, error) { l, err := operate.List(ctx, s, f, page, true); return len(l.Receipts), err }
 	}
 	qs := []q{
 		{"pending (page of 100)", func() (int, error) { rs, err := s.Pending(ctx, t0, page); return len(rs), err }},
@@ -317,15 +417,42 @@ func queryBench(ctx context.Context, name string, n int, s store.Store) {
 		{"receipts --since (the whole day, first page)", rec(store.ReceiptFilter{Since: t0.Add(-24 * time.Hour), Limit: page})},
 		{"receipts --activity (every receipt matches, first page)", rec(store.ReceiptFilter{Activity: "ChargeCard", Limit: page})},
 		{"receipts --decision resolved (none match: the whole table)", rec(store.ReceiptFilter{Decision: store.DecisionResolved, Limit: page})},
-		{"receipts --activity NoSuch (none match: the whole table)", rec(store.ReceiptFilter{Activity: "NoSuch", Limit: page})},
+		{"receipts --activity NoSuch (none match: one bounded page)", rec(store.ReceiptFilter{Activity: "NoSuch", Limit: page})},
+		{"receipts --activity NoSuch --since 1h (none match: one bounded page)", rec(store.ReceiptFilter{Activity: "NoSuch", Since: t0.Add(-time.Hour), Limit: page})},
+		{"CLI listing --activity NoSuch (operate.List: 10 bounded pages, then \"more may follow\")", list(store.ReceiptFilter{Activity: "NoSuch"})},
+		{"CLI listing --since 1h --activity NoSuch (10 bounded pages)", list(store.ReceiptFilter{Activity: "NoSuch", Since: t0.Add(-time.Hour)})},
+		{"pause note for an unknown activity (operate.UnnamedActivityNote)", func() (int, error) {
+			note, err := operate.UnnamedActivityNote(ctx, s, "NoSuch", t0)
+			return len(note), err
+		}},
+		{"before, for comparison: Receipts --activity NoSuch (one unbounded query)", func() (int, error) {
+			rs, err := s.Receipts(ctx, store.ReceiptFilter{Activity: "NoSuch", Limit: page})
+			return len(rs), err
+		}},
+		{"before, for comparison: Receipts --since (the last hour, one query by ID)", func() (int, error) {
+			rs, err := s.Receipts(ctx, store.ReceiptFilter{Since: t0.Add(-time.Hour), Limit: page})
+			return len(rs), err
+		}},
 		{"receipts, every one (first page)", rec(store.ReceiptFilter{Limit: page})},
 		{"export page (until a cut-off, after the middle ID, 1000)", func() (int, error) {
 			mids, err := s.Receipts(ctx, store.ReceiptFilter{WorkflowID: midWF, Limit: 1})
 			if err != nil || len(mids) == 0 {
 				return 0, err
 			}
-			rs, err := s.Receipts(ctx, store.ReceiptFilter{Until: t0, AfterID: mids[0].ID, Limit: 1000})
-			return len(rs), err
+			p, err := store.PageReceipts(ctx, s, store.ReceiptFilter{Until: t0, AfterID: mids[0].ID, Limit: 1000})
+			return len(p.Receipts), err
+		}},
+		{"export's last page (until a cut-off at the middle, after it: none match)", func() (int, error) {
+			mids, err := s.Receipts(ctx, store.ReceiptFilter{WorkflowID: midWF, Limit: 1})
+			if err != nil || len(mids) == 0 {
+				return 0, err
+			}
+			p, err := store.PageReceipts(ctx, s, store.ReceiptFilter{Until: mids[0].Time, AfterID: mids[0].ID, Limit: 1000})
+			return len(p.Receipts), err
+		}},
+		{"receipt horizon (export's start)", func() (int, error) {
+			_, err := s.(store.ReceiptHorizoner).ReceiptHorizon(ctx)
+			return 1, err
 		}},
 		{"sweep (nothing expired: one batch finds none)", func() (int, error) { return s.Sweep(ctx, t0, 1000) }},
 	}

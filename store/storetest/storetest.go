@@ -83,6 +83,9 @@ var storeTests = []struct {
 	{"LateReceiptPagedBySince", testLateReceiptPaged},
 	{"PruneReceipts", testPruneReceipts},
 	{"PruneBesideClaims", testPruneBesideClaims},
+	{"PruneThroughTheExportsHorizon", testPruneThroughID},
+	{"ReceiptPagesAreBounded", testReceiptPages},
+	{"ReceiptPagesBySince", testReceiptPagesSince},
 }
 
 // RunGate runs the conformance tests of a store.Gate against gates made by newGate:
@@ -2232,5 +2235,210 @@ func testWitnessSettle(t *testing.T, s store.Store, k *keys) {
 	after := base.Add(10*time.Second + time.Microsecond).Add(store.LeaseMargin)
 	if err := s.Resolve(ctx, witness(key, "a", after, after, store.ResolvedNotSent), store.StateReleased); err != nil {
 		t.Fatalf("witness not-sent asked at the microsecond after the lease plus LeaseMargin: %v", err)
+	}
+}
+
+// testPruneThroughID: a prune bounded by receipt ID (Prune.ThroughID, the
+// horizon an export read through) removes only receipts at or below it; a
+// receipt stored after the horizon with a time before the cut-off (a read's
+// receipt appended late by the gate's queue) stays, and the prune's receipt
+// records the bound.
+func testPruneThroughID(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	p := pruner(t, s)
+	hz, ok := s.(store.ReceiptHorizoner)
+	if !ok {
+		t.Skipf("%T does not implement store.ReceiptHorizoner (optional)", s)
+	}
+	base := pastBase()
+	for i := range 3 {
+		if err := s.Append(ctx, store.Receipt{Time: base.Add(time.Duration(i) * time.Second), Key: k.key(fmt.Sprint("w", i)),
+			Activity: "ChargeCard", Effect: "destructive", Decision: store.DecisionRan}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := hz.ReceiptHorizon(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archived := 0
+	for i := range 3 {
+		rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: k.key(fmt.Sprint("w", i))})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("w%d: %d receipts (%v), want 1", i, len(rs), err)
+		}
+		if rs[0].ID > h {
+			t.Fatalf("receipt %d was stored before ReceiptHorizon returned %d, but lies above it", rs[0].ID, h)
+		}
+		archived++
+	}
+	late := k.key("late-read")
+	if err := s.Append(ctx, store.Receipt{Time: base.Add(time.Second / 2), Key: late, Activity: "GetBalance", Effect: "read",
+		Decision: store.DecisionRan}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := s.Receipts(ctx, store.ReceiptFilter{Key: late}); err != nil || len(rs) != 1 || rs[0].ID <= h {
+		t.Fatalf("the receipt appended after the horizon %d: %+v (%v); want one with a greater ID", h, rs, err)
+	}
+	if _, err := p.Prune(ctx, store.Prune{Before: base.Add(time.Hour), Now: base.Add(2 * time.Hour), Reason: "r", ThroughID: -1}); err == nil {
+		t.Fatal("a prune through a negative ID was accepted")
+	}
+	pr := store.Prune{Before: base.Add(time.Hour), Now: base.Add(2 * time.Hour), Actor: "ops", Reason: k.key("through"), ThroughID: h}
+	n, err := p.Prune(ctx, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != archived {
+		t.Fatalf("Prune through %d removed %d receipts, want the %d stored before it", h, n, archived)
+	}
+	if c := countKey(t, s, late); c != 1 {
+		t.Fatal("the prune through the horizon removed the receipt stored after it")
+	}
+	got := prunes(t, s, pr.Reason)
+	if len(got) != 1 || summary(t, got[0]).ThroughID != h || summary(t, got[0]).Count != int64(archived) {
+		t.Fatalf("pruned receipts %+v; want one saying through %d, count %d", got, h, archived)
+	}
+	// Without the bound the late receipt goes too.
+	pr.ThroughID, pr.Reason = 0, k.key("unbounded")
+	if n, err := p.Prune(ctx, pr); err != nil || n != 1 {
+		t.Fatalf("Prune without a bound = %d, %v; want the late receipt", n, err)
+	}
+}
+
+// pageAll reads every page of f from s until one is Done, checking each page's
+// contract, and returns the receipts and how many pages it took.
+func pageAll(t *testing.T, s store.ReceiptPager, f store.ReceiptFilter) ([]store.Receipt, int) {
+	t.Helper()
+	var out []store.Receipt
+	// Generous: with a small Scan, the pages of a range number the receipts in it
+	// (a shared database holds other subtests' receipts).
+	for pages := 1; pages <= 1_000_000; pages++ {
+		p, err := s.ReceiptPage(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Receipts) > f.PageLimit() {
+			t.Fatalf("a page of %+v returned %d receipts, over its limit %d", f, len(p.Receipts), f.PageLimit())
+		}
+		for i, r := range p.Receipts {
+			if !f.Match(r) {
+				t.Fatalf("page of %+v returned %+v, which it does not match", f, r)
+			}
+			if i > 0 {
+				prev := p.Receipts[i-1]
+				byTime := !p.Next.AfterTime.IsZero()
+				if !byTime && r.ID <= prev.ID || byTime && (r.Time.Before(prev.Time) || r.Time.Equal(prev.Time) && r.ID <= prev.ID) {
+					t.Fatalf("page of %+v out of its order: %d (%v) after %d (%v)", f, r.ID, r.Time, prev.ID, prev.Time)
+				}
+			}
+		}
+		out = append(out, p.Receipts...)
+		if p.Done {
+			return out, pages
+		}
+		if p.Next.AfterID == f.AfterID && p.Next.AfterTime.Equal(f.AfterTime) {
+			t.Fatalf("a page of %+v that is not Done left its cursor where it was", f)
+		}
+		f = p.Next
+	}
+	t.Fatalf("paging %+v never ends", f)
+	return nil, 0
+}
+
+// testReceiptPages: a page examines at most Scan receipts, so a filter that no
+// index selects (the activity alone) ends a page short, even empty, with Done
+// false and a cursor that goes on; paging on finds every match once, in order.
+// Pages of a filter an index selects (the workflow) walk that index only.
+func testReceiptPages(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	pg, ok := s.(store.ReceiptPager)
+	if !ok {
+		t.Skipf("%T does not implement store.ReceiptPager (optional)", s)
+	}
+	wf, common, rare := k.key("wf"), k.key("Common"), k.key("Rare")
+	if err := s.Append(ctx, store.Receipt{Time: t0, Key: k.key("mark"), Activity: common, Decision: store.DecisionRan, WorkflowID: wf}); err != nil {
+		t.Fatal(err)
+	}
+	mark, err := s.Receipts(ctx, store.ReceiptFilter{Key: k.key("mark")})
+	if err != nil || len(mark) != 1 {
+		t.Fatalf("mark: %v %v", mark, err)
+	}
+	var rs []store.Receipt
+	for i := range 20 {
+		rs = append(rs, store.Receipt{Time: t0.Add(time.Duration(i+1) * time.Millisecond), Key: k.key(fmt.Sprint("c", i)),
+			Activity: common, Decision: store.DecisionRan, WorkflowID: wf})
+	}
+	rs = append(rs, store.Receipt{Time: t0.Add(time.Second), Key: k.key("r"), Activity: rare, Decision: store.DecisionRan, WorkflowID: wf})
+	if err := store.AppendReceipts(ctx, s, rs); err != nil {
+		t.Fatal(err)
+	}
+	after := mark[0].ID
+	first, err := pg.ReceiptPage(ctx, store.ReceiptFilter{Activity: rare, AfterID: after, Scan: 5, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(first.Receipts); n != 0 {
+		t.Fatalf("a page examining 5 receipts found %d of the activity stored after 20 others", n)
+	}
+	if first.Done {
+		t.Fatal("a page that examined 5 of the 21 receipts after its cursor said Done")
+	}
+	got, pages := pageAll(t, pg, store.ReceiptFilter{Activity: rare, AfterID: after, Scan: 5, Limit: 10})
+	if len(got) != 1 || got[0].Key != k.key("r") || pages < 5 {
+		t.Fatalf("paged the rare activity 5 receipts at a time: %d receipts in %d pages; want its one, in at least 5 pages", len(got), pages)
+	}
+	// An indexed filter's pages: the workflow's 22 receipts, 7 at a time.
+	got, _ = pageAll(t, pg, store.ReceiptFilter{WorkflowID: wf, Limit: 7, Scan: 3})
+	if len(got) != 22 || got[0].ID != after || got[21].Key != k.key("r") {
+		t.Fatalf("paged the workflow: %d receipts; want its 22 in ID order", len(got))
+	}
+	// A page that stops at its limit goes on from its last receipt.
+	p, err := pg.ReceiptPage(ctx, store.ReceiptFilter{WorkflowID: wf, Activity: common, Limit: 2})
+	if err != nil || len(p.Receipts) != 2 || p.Done || p.Next.AfterID != p.Receipts[1].ID {
+		t.Fatalf("a page of 2: %+v (%v); want 2 receipts, not Done, its cursor at the second", p, err)
+	}
+	// Through an ID: nothing after it.
+	got, _ = pageAll(t, pg, store.ReceiptFilter{WorkflowID: wf, ThroughID: got[9].ID})
+	if len(got) != 10 {
+		t.Fatalf("paged through the 10th receipt's ID: %d receipts, want 10", len(got))
+	}
+}
+
+// testReceiptPagesSince: pages with Since (the time walk on PostgreSQL, the ID
+// range elsewhere) find every receipt of the range once, the late one (appended
+// after others, stamped earlier) included, and none before it, whatever the
+// page's Scan.
+func testReceiptPagesSince(t *testing.T, s store.Store, k *keys) {
+	ctx := context.Background()
+	pg, ok := s.(store.ReceiptPager)
+	if !ok {
+		t.Skipf("%T does not implement store.ReceiptPager (optional)", s)
+	}
+	// A time of its own, after every other subtest's: the range holds ours only.
+	base := t0.AddDate(50+rand.IntN(800), 0, 0)
+	act := k.key("Act")
+	for i, at := range []time.Duration{-time.Minute, 10 * time.Second, 20 * time.Second, 30 * time.Second, 5 * time.Second, 20 * time.Second} {
+		if err := s.Append(ctx, store.Receipt{Time: base.Add(at), Key: k.key(fmt.Sprint("s", i)), Activity: act,
+			Decision: store.DecisionRan}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, scan := range []int{2, 7, 1000} {
+		for _, limit := range []int{1, 4, 100} {
+			got, _ := pageAll(t, pg, store.ReceiptFilter{Since: base, Activity: act, Limit: limit, Scan: scan})
+			var keys []string
+			for _, r := range got {
+				keys = append(keys, strings.TrimPrefix(r.Key, k.prefix+"/"))
+			}
+			slices.Sort(keys)
+			if fmt.Sprint(keys) != "[s1 s2 s3 s4 s5]" {
+				t.Fatalf("paged since the base (scan %d, limit %d): %v; want s1 to s5 once each, the late s4 included", scan, limit, keys)
+			}
+		}
+	}
+	// Until as well: the receipts before 20 s.
+	got, _ := pageAll(t, pg, store.ReceiptFilter{Since: base, Until: base.Add(20 * time.Second), Activity: act, Limit: 1, Scan: 3})
+	if len(got) != 2 {
+		t.Fatalf("paged from the base until 20 s: %d receipts, want s1 and s4", len(got))
 	}
 }

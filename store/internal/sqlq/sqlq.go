@@ -40,7 +40,22 @@ func ReceiptQuery(f store.ReceiptFilter, ph Placeholder, at func(time.Time) any)
 // ReceiptQueryWhere is ReceiptQuery with one more condition, cond (no
 // placeholders), first in the WHERE clause; "" adds none.
 func ReceiptQueryWhere(f store.ReceiptFilter, ph Placeholder, at func(time.Time) any, cond string) (tail string, args []any) {
-	var where []string
+	where, args := ReceiptWhere(f, ph, at, cond)
+	if len(where) > 0 {
+		tail = " WHERE " + strings.Join(where, " AND ")
+	}
+	tail += " ORDER BY id"
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		tail += " LIMIT " + ph.mark(len(args))
+	}
+	return tail, args
+}
+
+// ReceiptWhere is the conditions of f (and cond first, when not ""), to be
+// joined by AND, with ph's placeholders numbered from 1, and the arguments they
+// bind. Limit and Scan are not conditions.
+func ReceiptWhere(f store.ReceiptFilter, ph Placeholder, at func(time.Time) any, cond string) (where []string, args []any) {
 	if cond != "" {
 		where = append(where, cond)
 	}
@@ -66,19 +81,24 @@ func ReceiptQueryWhere(f store.ReceiptFilter, ph Placeholder, at func(time.Time)
 	if !f.Until.IsZero() {
 		add("time <", at(f.Until))
 	}
-	if f.AfterID > 0 {
+	switch {
+	case !f.AfterTime.IsZero():
+		// A listing in time order goes on after (AfterTime, AfterID); the plain
+		// bound on time lets a time index serve it.
+		add("time >=", at(f.AfterTime))
+		args = append(args, at(f.AfterTime), f.AfterID)
+		where = append(where, "(time, id) > ("+ph.mark(len(args)-1)+", "+ph.mark(len(args))+")")
+	case f.AfterID > 0:
 		add("id >", f.AfterID)
 	}
-	if len(where) > 0 {
-		tail = " WHERE " + strings.Join(where, " AND ")
+	if f.ThroughID > 0 {
+		add("id <=", f.ThroughID)
 	}
-	tail += " ORDER BY id"
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		tail += " LIMIT " + ph.mark(len(args))
-	}
-	return tail, args
+	return where, args
 }
+
+// Mark is the placeholder of the n-th argument (1-based).
+func (p Placeholder) Mark(n int) string { return p.mark(n) }
 
 // SweepBatches removes at most limit rows (limit <= 0: all) by calling run with
 // batches of at most batch rows until run removes fewer than it was asked to or
