@@ -47,6 +47,5 @@ func TestEncodeResultAllocs(t *testing.T) {
 }
 
 // encodeResultAllocs is what EncodeResult of a string allocates: the SDK's payload
-// (ToPayloads: 8 or 9), its deterministic marshal (5: protobuf reads the metadata
-// map by reflection), the digest (1).
-const encodeResultAllocs = 16
+// (ToPayloads: 10), its marshal (1), the digest (1).
+const encodeResultAllocs = 12

@@ -831,24 +831,9 @@ func encodeResult(dc converter.DataConverter, v any) ([]byte, error) {
 			return nil, err
 		}
 	}
-	// Deterministic: a payload's metadata is a map, and a repeat of CompleteAsync
+	// Deterministic (a payload's metadata is a map): a repeat of CompleteAsync
 	// compares results by the digest of these bytes when they were too large to store.
-	// Only a map of two entries or more can come out in another order: with at most
-	// one per payload (the default converters write one, "encoding"), the plain
-	// marshal writes the same bytes without sorting map keys by reflection
-	// (TestEncodeResultDeterministic).
-	return proto.MarshalOptions{Deterministic: !singleEntryMetadata(p)}.Marshal(p)
-}
-
-// singleEntryMetadata reports whether no payload of p has more than one metadata
-// entry (commonpb.Payload's only map; TestPayloadMapsAreMetadata).
-func singleEntryMetadata(p *commonpb.Payloads) bool {
-	for _, x := range p.GetPayloads() {
-		if len(x.GetMetadata()) > 1 {
-			return false
-		}
-	}
-	return true
+	return marshalPayloads(p)
 }
 
 // resultRef is "sha256:" and the hex of the first 8 bytes of b's SHA-256.
