@@ -64,4 +64,4 @@ func TestGateOwnAllocs(t *testing.T) {
 }
 
 // gateOwnAllocs bounds the gate's own allocations per write (TestGateOwnAllocs).
-const gateOwnAllocs = 40
+const gateOwnAllocs = 38
