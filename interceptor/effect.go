@@ -38,6 +38,19 @@ func (e Effect) String() string {
 	}
 }
 
+// logValue is e.String() as a log value, without an allocation for the three classes.
+func (e Effect) logValue() any {
+	switch e {
+	case Read:
+		return "read"
+	case IdempotentWrite:
+		return "idempotent-write"
+	case Destructive:
+		return "destructive"
+	}
+	return e.String()
+}
+
 // ParseEffect is the inverse of Effect.String.
 func ParseEffect(s string) (Effect, error) {
 	switch s {

@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"google.golang.org/protobuf/proto"
@@ -258,7 +260,8 @@ func (o *Options) keyOf(s keySite, h callHeader, hasHeader bool, args []any) (st
 		return BusinessKey(ns, s.name, h.Business), nil
 	}
 	if fields := o.IdentifyingFields[s.name]; len(fields) > 0 && hasHeader {
-		values := []byte{'{'}
+		var stack [256]byte
+		values := append(stack[:0], '{')
 		for i, f := range fields {
 			v, ok, err := canon.Field(args, f)
 			var amb *canon.AmbiguousError
@@ -275,7 +278,7 @@ func (o *Options) keyOf(s keySite, h callHeader, hasHeader bool, args []any) (st
 			if i > 0 {
 				values = append(values, ',')
 			}
-			values = fmt.Appendf(values, "%q:", f)
+			values = append(strconv.AppendQuote(values, f), ':') // as fmt's %q
 			values = append(values, v...)
 		}
 		values = append(values, '}')
@@ -761,7 +764,7 @@ func (c *call) receipt(d store.Decision) store.Receipt {
 // signal logs a decision through the activity logger and counts it through the
 // worker's metrics handler, tagged by activity, effect and decision.
 func (c *call) signal(d store.Decision, err error) {
-	kv := []any{"decision", string(d), "activity", c.name, "effect", c.effect.String(), "key", c.key, "attempt", c.info.Attempt}
+	kv := []any{"decision", decisionValue(d), "activity", c.name, "effect", c.effect.logValue(), "key", c.key, "attempt", c.info.Attempt}
 	logger := activity.GetLogger(c.ctx)
 	switch {
 	case err != nil:
@@ -771,10 +774,31 @@ func (c *call) signal(d store.Decision, err error) {
 	default:
 		logger.Info("idemgate", kv...)
 	}
-	activity.GetMetricsHandler(c.ctx).WithTags(map[string]string{
-		"activity_type": c.metricName(), "effect": c.effect.String(), "decision": string(d),
-	}).Counter(MetricDecisions).Inc(1)
+	// A worker without a metrics handler has the SDK's no-op one: nothing to tag.
+	if h := activity.GetMetricsHandler(c.ctx); h != client.MetricsNopHandler {
+		h.WithTags(map[string]string{
+			"activity_type": c.metricName(), "effect": c.effect.String(), "decision": string(d),
+		}).Counter(MetricDecisions).Inc(1)
+	}
 	c.observe(d, err)
+}
+
+// decisionValue is string(d) as a log value: the gate's decisions are constants,
+// which an interface holds without an allocation.
+func decisionValue(d store.Decision) any {
+	switch d {
+	case store.DecisionRan:
+		return string(store.DecisionRan)
+	case store.DecisionReplayed:
+		return string(store.DecisionReplayed)
+	case store.DecisionReleased:
+		return string(store.DecisionReleased)
+	case store.DecisionUnknown:
+		return string(store.DecisionUnknown)
+	case store.DecisionRefusedInFlight:
+		return string(store.DecisionRefusedInFlight)
+	}
+	return string(d)
 }
 
 // metricName is the activity_type tag of the call's decision metric: its name, or
@@ -820,12 +844,16 @@ func encodeResult(dc converter.DataConverter, v any) ([]byte, error) {
 			return nil, err
 		}
 	}
-	// Deterministic: a payload's metadata is a map, and a repeat of CompleteAsync
+	// Deterministic (a payload's metadata is a map): a repeat of CompleteAsync
 	// compares results by the digest of these bytes when they were too large to store.
-	return proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	return marshalPayloads(p)
 }
 
+// resultRef is "sha256:" and the hex of the first 8 bytes of b's SHA-256.
 func resultRef(b []byte) string {
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:8])
+	var out [len("sha256:") + 16]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[len("sha256:"):], sum[:8])
+	return string(out[:])
 }

@@ -26,13 +26,24 @@ var keyNamespace = uuid.MustParse("5d0c1d0e-6b7a-4a43-9b8e-1d3c0a2f9e11")
 // through here. It equals uuid.NewSHA1(keyNamespace, name) without its allocations.
 func mint(kind string, parts ...string) string {
 	var stack [512]byte
-	b := append(stack[:0], keyNamespace[:]...)
+	b := mintName(stack[:0], kind, parts...)
+	return mintUUID(b)
+}
+
+// mintName appends the name mint hashes to b.
+func mintName(b []byte, kind string, parts ...string) []byte {
+	b = append(b, keyNamespace[:]...)
 	b = append(b, "v1\x00"...)
 	b = append(b, kind...)
 	for _, p := range parts {
 		b = append(b, 0)
 		b = append(b, p...)
 	}
+	return b
+}
+
+// mintUUID is the version-5 UUID of a name from mintName.
+func mintUUID(b []byte) string {
 	sum := sha1.Sum(b)
 	var u uuid.UUID
 	copy(u[:], sum[:16])
@@ -55,7 +66,10 @@ func BusinessKey(namespace, activityType, key string) string {
 
 // identifyingKey is the key of a call identified by its IdentifyingFields values.
 func identifyingKey(namespace, scope, activityType string, values []byte) string {
-	return mint("identifying", namespace, scope, activityType, string(values))
+	var stack [512]byte
+	b := mintName(stack[:0], "identifying", namespace, scope, activityType)
+	b = append(b, 0)
+	return mintUUID(append(b, values...)) // mint("identifying", …, string(values)) without the copy
 }
 
 type businessKeyCtx struct{}

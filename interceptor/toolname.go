@@ -30,7 +30,7 @@ type ToolName struct {
 
 // effectiveName is the name a call is classified, keyed and recorded by: the tool's
 // name for a generic tool-calling activity, else the activity type.
-func (o Options) effectiveName(activityType string, args []any) (string, error) {
+func (o *Options) effectiveName(activityType string, args []any) (string, error) {
 	tn, ok := o.ToolNames[activityType]
 	if !ok {
 		return activityType, nil
