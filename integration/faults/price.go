@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,6 +47,16 @@ type PriceOptions struct {
 	// ProfileDir, when set, receives a CPU profile of each worker process
 	// (<configuration>.pprof), written when Price stops them.
 	ProfileDir string
+	// ProfileWindows, with ProfileDir, profiles only the measured workflows (not the
+	// start, the warm-up, or the time other configurations run): each worker writes
+	// ProfileDir/<configuration>/<tool>-<kind>-window-NNNN.pprof, one per measured
+	// workflow, over the same span as its CPU reading. Merge one cell's with
+	// `go tool pprof DIR/sqlite/SendEmail-regular-*.pprof`.
+	ProfileWindows bool
+	// Tools, when set, limits the measurement to these tools of PriceClasses.
+	Tools []string
+	// Kinds, when set, limits it to "regular" or "local" activities.
+	Kinds []string
 	// Probe, when set, times N bare synced SQLite inserts in every round, beside the
 	// workflows (PriceResult.Insert).
 	Probe *SyncProbe
@@ -86,6 +97,10 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 	if o.Rounds == 0 {
 		o.Rounds = 5
 	}
+	classes, kinds, err := o.selection()
+	if err != nil {
+		return PriceResult{}, err
+	}
 	world, err := vendorsim.Start()
 	if err != nil {
 		return PriceResult{}, err
@@ -107,7 +122,13 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 		if i > 0 {
 			spec.Store, spec.Durability = o.Stores[i-1].Spec, o.Stores[i-1].Durability
 		}
-		if o.ProfileDir != "" {
+		switch {
+		case o.ProfileDir != "" && o.ProfileWindows:
+			spec.CPUProfileWindows = filepath.Join(o.ProfileDir, c.name)
+			if err := os.MkdirAll(spec.CPUProfileWindows, 0o755); err != nil {
+				return PriceResult{}, err
+			}
+		case o.ProfileDir != "":
 			spec.CPUProfile = filepath.Join(o.ProfileDir, c.name+".pprof")
 		}
 		if c.proc, err = StartWorker(spec); err != nil {
@@ -121,11 +142,17 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 			return PriceResult{}, err
 		}
 	}
-	runOne := func(c *cfg, pc PriceClass, local bool, n int) (sample, error) {
+	runOne := func(c *cfg, pc PriceClass, local bool, n int, measured bool) (sample, error) {
 		args := map[string]string{}
 		tag := uuid.NewString()[:8]
 		for k, v := range pc.Args {
 			args[k] = strings.ReplaceAll(v, "RUN", tag)
+		}
+		window := measured && o.ProfileDir != "" && o.ProfileWindows
+		if window {
+			if _, err := c.proc.Profile(ctx); err != nil {
+				return sample{}, err
+			}
 		}
 		before, err := c.proc.CPU(ctx)
 		if err != nil {
@@ -147,13 +174,23 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 		if err != nil {
 			return sample{}, err
 		}
+		if window {
+			f, err := c.proc.Profile(ctx)
+			if err != nil {
+				return sample{}, err
+			}
+			// Named for what it measured: merge one cell with DIR/<configuration>/<tool>-<kind>-*.pprof.
+			if err := os.Rename(f, filepath.Join(filepath.Dir(f), fmt.Sprintf("%s-%s-%s", pc.Tool, kind(local), filepath.Base(f)))); err != nil {
+				return sample{}, err
+			}
+		}
 		return sample{wall / time.Duration(n), (after - before) / time.Duration(n)}, nil
 	}
 	// Warm every worker up (connections, caches, JIT-free but page-faulting Go).
 	for _, c := range cfgs {
-		for _, pc := range PriceClasses {
-			for _, local := range []bool{false, true} {
-				if _, err := runOne(c, pc, local, 20); err != nil {
+		for _, pc := range classes {
+			for _, local := range kinds {
+				if _, err := runOne(c, pc, local, 20, false); err != nil {
 					return PriceResult{}, err
 				}
 			}
@@ -177,12 +214,12 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 				o.Progress(fmt.Sprintf("round %d bare synced SQLite insert: %v", r+1, d.Round(time.Microsecond)))
 			}
 		}
-		for ci, pc := range PriceClasses {
-			for _, local := range []bool{false, true} {
+		for ci, pc := range classes {
+			for _, local := range kinds {
 				// Rotate the order each round so no configuration always runs first.
 				for k := range cfgs {
 					i := (k + r) % len(cfgs)
-					s, err := runOne(cfgs[i], pc, local, o.N)
+					s, err := runOne(cfgs[i], pc, local, o.N, true)
 					if err != nil {
 						return PriceResult{}, err
 					}
@@ -197,8 +234,8 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 		}
 	}
 	var rows []PriceRow
-	for ci, pc := range PriceClasses {
-		for _, local := range []bool{false, true} {
+	for ci, pc := range classes {
+		for _, local := range kinds {
 			bare := samples[cellKey{ci, local, 0}]
 			for i := 1; i < len(cfgs); i++ {
 				gate := samples[cellKey{ci, local, i}]
@@ -218,6 +255,37 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 		}
 	}
 	return PriceResult{Rows: rows, Insert: median(inserts)}, nil
+}
+
+// selection is the classes and kinds (false: regular, true: local) o.Tools and
+// o.Kinds select.
+func (o PriceOptions) selection() ([]PriceClass, []bool, error) {
+	classes := PriceClasses
+	if len(o.Tools) > 0 {
+		classes = nil
+		for _, t := range o.Tools {
+			i := slices.IndexFunc(PriceClasses, func(pc PriceClass) bool { return pc.Tool == t })
+			if i < 0 {
+				return nil, nil, fmt.Errorf("idemgate/integration/faults: price: no tool %q; use one of GetCustomer, UpsertContact, SendEmail", t)
+			}
+			classes = append(classes, PriceClasses[i])
+		}
+	}
+	kinds := []bool{false, true}
+	if len(o.Kinds) > 0 {
+		kinds = nil
+		for _, k := range o.Kinds {
+			switch k {
+			case "regular":
+				kinds = append(kinds, false)
+			case "local":
+				kinds = append(kinds, true)
+			default:
+				return nil, nil, fmt.Errorf("idemgate/integration/faults: price: no kind %q; use regular or local", k)
+			}
+		}
+	}
+	return classes, kinds, nil
 }
 
 func kind(local bool) string {

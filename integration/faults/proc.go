@@ -63,6 +63,9 @@ type WorkerSpec struct {
 	Sticky bool
 	// CPUProfile, when set, is where the process writes its CPU profile when stopped.
 	CPUProfile string
+	// CPUProfileWindows, when set, is a directory where the process writes one CPU
+	// profile per window that Proc.Profile opens and closes (exclusive with CPUProfile).
+	CPUProfileWindows string
 	// Durability is the store's durability ("claim" or "strict"; "" is the default, claim).
 	Durability string
 	// PaymentsLookup, when set, is the URL of the card processor's lookup by key
@@ -85,6 +88,9 @@ func StartWorker(s WorkerSpec) (*Proc, error) {
 		"--payments-url", w.Payments.URL, "--email-url", w.Email.URL, "--chat-url", w.Chat.URL}
 	if s.CPUProfile != "" {
 		args = append(args, "--cpuprofile", s.CPUProfile)
+	}
+	if s.CPUProfileWindows != "" {
+		args = append(args, "--cpuprofile-windows", s.CPUProfileWindows)
 	}
 	if s.Durability != "" {
 		args = append(args, "--durability", s.Durability)
@@ -222,6 +228,36 @@ func (p *Proc) CPU(ctx context.Context) (time.Duration, error) {
 			return 0, errors.New("idemgate/integration/faults: worker process exited")
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		}
+	}
+}
+
+// Profile opens a CPU profile window of a process started with
+// WorkerSpec.CPUProfileWindows, or closes the open one and returns the file it
+// wrote (it answers SIGUSR2 once the profile is started or written).
+func (p *Proc) Profile(ctx context.Context) (file string, err error) {
+	if err := p.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		return "", err
+	}
+	for {
+		select {
+		case l := <-p.lines:
+			f := strings.Fields(l)
+			if len(f) < 3 || f[0] != "profile" {
+				continue
+			}
+			switch {
+			case f[2] == "on":
+				return "", nil
+			case f[2] == "off" && len(f) == 4:
+				return f[3], nil
+			default:
+				return "", fmt.Errorf("idemgate/integration/faults: worker process %d: %s", p.Pid(), l)
+			}
+		case <-p.done:
+			return "", errors.New("idemgate/integration/faults: worker process exited")
+		case <-ctx.Done():
+			return "", ctx.Err()
 		}
 	}
 }

@@ -52,12 +52,20 @@ func run(ctx context.Context) int {
 	n := flag.Int("n", 200, "activities per workflow in the price measurement")
 	rounds := flag.Int("rounds", 5, "side-by-side rounds of the price measurement")
 	profile := flag.String("cpuprofile", "", "directory for CPU profiles of the price run's worker processes (bare.pprof, sqlite.pprof, postgres.pprof)")
+	windows := flag.Bool("cpuprofile-windows", false, "with -cpuprofile: profile only the measured workflows, one file per workflow "+
+		"under DIR/<configuration>/, named <tool>-<kind>-window-NNNN.pprof (merge one cell with `go tool pprof DIR/sqlite/SendEmail-regular-*.pprof`)")
+	priceTools := flag.String("price-tools", "", "only these tools in the price measurement (GetCustomer, UpsertContact, SendEmail; default all)")
+	priceKinds := flag.String("price-kinds", "", "only these kinds of activity in the price measurement (regular, local; default both)")
 	scheduled := flag.Bool("scheduled", false, "end a trial once a witness's early not-sent has its retry scheduled for when it counts "+
 		"(lease + 5 min), instead of waiting for that retry (faults.Env.Scheduled; the tests' mode)")
 	stores := flag.String("stores", "sqlite,postgres", "stores the fault matrix runs on (PostgreSQL needs IDEMGATE_POSTGRES_DSN)")
 	priceStores := flag.String("price-stores", "sqlite,sqlite-strict,postgres", "gated configurations the price is measured on: sqlite, postgres, each optionally with -strict (every step synced)")
 	flag.Parse()
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "faultreport: "+format+"\n", args...) }
+	if *windows && *profile == "" {
+		say("-cpuprofile-windows needs -cpuprofile DIR (where the windows' profiles go)")
+		return 2
+	}
 
 	dsn := os.Getenv("IDEMGATE_POSTGRES_DSN")
 	parse := func(flagName, list string, strictOK bool) ([]string, bool) {
@@ -195,7 +203,8 @@ func run(ctx context.Context) int {
 		}
 		defer probe.Close()
 		o := faults.PriceOptions{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, N: *n, Rounds: *rounds,
-			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile, Probe: probe}
+			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile, ProfileWindows: *windows, Probe: probe,
+			Tools: list(*priceTools), Kinds: list(*priceKinds)}
 		for _, s := range pst {
 			spec := filepath.Join(dir, s+".db")
 			durability := "claim"
@@ -226,6 +235,17 @@ func run(ctx context.Context) int {
 		return 1
 	}
 	return 0
+}
+
+// list splits a comma-separated flag ("" is none).
+func list(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func slicesContains(xs []string, x string) bool {

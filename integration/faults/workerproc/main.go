@@ -9,6 +9,10 @@
 //
 // On SIGUSR1 it prints "rusage <user µs> <system µs>" of its own process to stdout,
 // so the price measurement reads the worker's CPU without counting the server's.
+// With --cpuprofile-windows DIR, each SIGUSR2 starts or stops a CPU profile
+// (DIR/window-0001.pprof, ...) and answers "profile <n> on|off": the price
+// measurement profiles exactly the workflows it measures (merge them with
+// `go tool pprof DIR/*.pprof`). Profiling is off unless a flag asks for it.
 // SIGTERM stops it gracefully.
 package main
 
@@ -19,7 +23,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,6 +57,7 @@ func run() int {
 	sticky := flag.Bool("sticky", true, "keep workflows in the sticky cache (false: a restarted worker picks them up at once)")
 	verbose := flag.Bool("v", false, "log the SDK's and the gate's lines to stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	windows := flag.String("cpuprofile-windows", "", "write a CPU profile of each window between two SIGUSR2 to this directory (window-0001.pprof, ...)")
 	lookup := flag.String("payments-lookup-url", "", "the card processor's lookup by key: ChargeCard's witness (activities.ChargeLookupWitness)")
 	hold := flag.Duration("hold-unknown", 0, "Options.HoldUnknown: a refused unknown outcome is retried after this, until it is settled")
 	var ep activities.Endpoints
@@ -80,6 +87,9 @@ func run() int {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
+	if *cpuprofile != "" && *windows != "" {
+		return fail("--cpuprofile and --cpuprofile-windows exclude each other (one CPU profile at a time)")
+	}
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	go func() {
@@ -89,6 +99,17 @@ func run() int {
 			fmt.Printf("rusage %d %d\n", ru.Utime.Nano()/1000, ru.Stime.Nano()/1000)
 		}
 	}()
+	if *windows != "" {
+		pw := &profileWindows{dir: *windows}
+		defer pw.stop()
+		usr2 := make(chan os.Signal, 1)
+		signal.Notify(usr2, syscall.SIGUSR2)
+		go func() {
+			for range usr2 {
+				fmt.Println(pw.toggle())
+			}
+		}()
+	}
 
 	tools, err := activities.New(ep)
 	if err != nil {
@@ -148,4 +169,51 @@ func run() int {
 		fcancel()
 	}
 	return 0
+}
+
+// profileWindows profiles the windows between two SIGUSR2: one file per window.
+type profileWindows struct {
+	dir string
+	mu  sync.Mutex
+	n   int
+	f   *os.File // the open window's file, nil between windows
+}
+
+// toggle starts the next window's profile, or stops the open one, and says which
+// ("profile <n> on", "profile <n> off <file>", or "profile <n> error: ...").
+func (p *profileWindows) toggle() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.f != nil {
+		pprof.StopCPUProfile()
+		name := p.f.Name()
+		err := p.f.Close()
+		p.f = nil
+		if err != nil {
+			return fmt.Sprintf("profile %d error: %v", p.n, err)
+		}
+		return fmt.Sprintf("profile %d off %s", p.n, name)
+	}
+	p.n++
+	f, err := os.Create(filepath.Join(p.dir, fmt.Sprintf("window-%04d.pprof", p.n)))
+	if err != nil {
+		return fmt.Sprintf("profile %d error: %v", p.n, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Sprintf("profile %d error: %v", p.n, err)
+	}
+	p.f = f
+	return fmt.Sprintf("profile %d on", p.n)
+}
+
+// stop ends an open window (at exit).
+func (p *profileWindows) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.f != nil {
+		pprof.StopCPUProfile()
+		p.f.Close()
+		p.f = nil
+	}
 }
