@@ -82,9 +82,16 @@ type PriceRow struct {
 	BareWall, GateWall, BareCPU, GateCPU time.Duration
 	// Medians of the per-round ratios gate/bare.
 	WallRatio, CPURatio float64
+	// The worker process's context switches per activity, medians over the rounds:
+	// each is a thread that went to sleep (or was preempted) and was woken again,
+	// which the Go scheduler and the kernel pay for in CPU.
+	BareSwitches, GateSwitches float64
 }
 
-type sample struct{ wall, cpu time.Duration }
+type sample struct {
+	wall, cpu time.Duration
+	switches  float64 // context switches per activity
+}
 
 // Price runs, side by side in rounds on one server, a workflow of N sequential
 // activities of each class, regular and local, on a bare worker process (no
@@ -154,7 +161,7 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 				return sample{}, err
 			}
 		}
-		before, err := c.proc.CPU(ctx)
+		before, err := c.proc.Usage(ctx)
 		if err != nil {
 			return sample{}, err
 		}
@@ -170,7 +177,7 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 			return sample{}, fmt.Errorf("idemgate/integration/faults: %s %s on %s: %w", pc.Tool, kind(local), c.name, err)
 		}
 		wall := time.Since(start)
-		after, err := c.proc.CPU(ctx)
+		after, err := c.proc.Usage(ctx)
 		if err != nil {
 			return sample{}, err
 		}
@@ -184,7 +191,8 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 				return sample{}, err
 			}
 		}
-		return sample{wall / time.Duration(n), (after - before) / time.Duration(n)}, nil
+		return sample{wall / time.Duration(n), (after.CPU - before.CPU) / time.Duration(n),
+			float64(after.Switches-before.Switches) / float64(n)}, nil
 	}
 	// Warm every worker up (connections, caches, JIT-free but page-faulting Go).
 	for _, c := range cfgs {
@@ -226,8 +234,8 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 					key := cellKey{ci, local, i}
 					samples[key] = append(samples[key], s)
 					if o.Progress != nil {
-						o.Progress(fmt.Sprintf("round %d %s %s %s: %v wall, %v CPU per activity", r+1, pc.Tool, kind(local),
-							cfgs[i].name, s.wall.Round(time.Microsecond), s.cpu.Round(time.Microsecond)))
+						o.Progress(fmt.Sprintf("round %d %s %s %s: %v wall, %v CPU, %.1f context switches per activity", r+1, pc.Tool,
+							kind(local), cfgs[i].name, s.wall.Round(time.Microsecond), s.cpu.Round(time.Microsecond), s.switches))
 					}
 				}
 			}
@@ -241,8 +249,9 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 				gate := samples[cellKey{ci, local, i}]
 				row := PriceRow{Effect: pc.Effect, Tool: pc.Tool, Store: cfgs[i].name, Local: local}
 				var bw, gw, bc, gc []time.Duration
-				var wr, cr []float64
+				var wr, cr, bs, gs []float64
 				for r := range bare {
+					bs, gs = append(bs, bare[r].switches), append(gs, gate[r].switches)
 					bw, gw = append(bw, bare[r].wall), append(gw, gate[r].wall)
 					bc, gc = append(bc, bare[r].cpu), append(gc, gate[r].cpu)
 					wr = append(wr, float64(gate[r].wall)/float64(bare[r].wall))
@@ -250,6 +259,7 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 				}
 				row.BareWall, row.GateWall, row.BareCPU, row.GateCPU = median(bw), median(gw), median(bc), median(gc)
 				row.WallRatio, row.CPURatio = median(wr), median(cr)
+				row.BareSwitches, row.GateSwitches = median(bs), median(gs)
 				rows = append(rows, row)
 			}
 		}
@@ -318,6 +328,17 @@ func PriceMarkdown(rows []PriceRow, n, rounds int) string {
 			r.BareWall.Round(time.Microsecond), r.GateWall.Round(time.Microsecond), r.WallRatio,
 			r.BareCPU.Round(time.Microsecond), r.GateCPU.Round(time.Microsecond), r.CPURatio,
 			(r.GateCPU - r.BareCPU).Round(time.Microsecond))
+	}
+	return b.String()
+}
+
+// SwitchesMarkdown prints the worker processes' context switches per activity.
+func SwitchesMarkdown(rows []PriceRow) string {
+	var b strings.Builder
+	b.WriteString("| effect (tool) | activity | store | bare | gated | added |\n|---|---|---|---:|---:|---:|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %.1f | %.1f | %+.1f |\n", r.Effect, r.Tool, kind(r.Local), r.Store,
+			r.BareSwitches, r.GateSwitches, r.GateSwitches-r.BareSwitches)
 	}
 	return b.String()
 }

@@ -209,25 +209,45 @@ func (p *Proc) WaitReady(ctx context.Context) error {
 // CPU returns the user+system CPU time the process has used so far (it answers
 // SIGUSR1 with its getrusage).
 func (p *Proc) CPU(ctx context.Context) (time.Duration, error) {
+	u, err := p.Usage(ctx)
+	return u.CPU, err
+}
+
+// Usage is what a worker process's getrusage says.
+type Usage struct {
+	// CPU is user plus system time.
+	CPU time.Duration
+	// Switches counts the context switches: voluntary (a thread blocked: a futex
+	// sleep, a syscall that waited) plus involuntary (preempted). A worker process
+	// older than the count says 0.
+	Switches int64
+}
+
+// Usage returns the process's getrusage so far (it answers SIGUSR1 with it).
+func (p *Proc) Usage(ctx context.Context) (Usage, error) {
 	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		return 0, err
+		return Usage{}, err
 	}
 	for {
 		select {
 		case l := <-p.lines:
 			f := strings.Fields(l)
-			if len(f) == 3 && f[0] == "rusage" {
-				u, err1 := strconv.ParseInt(f[1], 10, 64)
-				s, err2 := strconv.ParseInt(f[2], 10, 64)
-				if err := errors.Join(err1, err2); err != nil {
-					return 0, fmt.Errorf("idemgate/integration/faults: rusage line %q: %w", l, err)
-				}
-				return time.Duration(u+s) * time.Microsecond, nil
+			if len(f) < 3 || f[0] != "rusage" {
+				continue
 			}
+			var n [4]int64
+			for i := 1; i < len(f) && i <= len(n); i++ {
+				v, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					return Usage{}, fmt.Errorf("idemgate/integration/faults: rusage line %q: %w", l, err)
+				}
+				n[i-1] = v
+			}
+			return Usage{CPU: time.Duration(n[0]+n[1]) * time.Microsecond, Switches: n[2] + n[3]}, nil
 		case <-p.done:
-			return 0, errors.New("idemgate/integration/faults: worker process exited")
+			return Usage{}, errors.New("idemgate/integration/faults: worker process exited")
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return Usage{}, ctx.Err()
 		}
 	}
 }

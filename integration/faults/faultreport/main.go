@@ -229,6 +229,8 @@ func run(ctx context.Context) int {
 		}
 		fmt.Printf("## Price\n\n%s\nBare synced SQLite insert (one row per commit, WAL, synchronous=FULL, same disk), median of the rounds: %v\n\n",
 			faults.PriceMarkdown(res.Rows, *n, *rounds), res.Insert.Round(time.Microsecond))
+		fmt.Printf("Worker context switches per activity (getrusage: voluntary + involuntary), medians of the rounds:\n\n%s\n",
+			faults.SwitchesMarkdown(res.Rows))
 		fmt.Printf("### Targets\n\n%s\n", faults.PriceTargets(res))
 	}
 	if failed {

@@ -7,8 +7,9 @@
 // whose outcome is unknown, and with --hold-unknown a refused unknown outcome is
 // retried until a witness or a person settles it.
 //
-// On SIGUSR1 it prints "rusage <user µs> <system µs>" of its own process to stdout,
-// so the price measurement reads the worker's CPU without counting the server's.
+// On SIGUSR1 it prints "rusage <user µs> <system µs> <voluntary> <involuntary>
+// context switches" of its own process to stdout, so the price measurement reads the
+// worker's CPU without counting the server's.
 // With --cpuprofile-windows DIR, each SIGUSR2 starts or stops a CPU profile
 // (DIR/window-0001.pprof, ...) and answers "profile <n> on|off": the price
 // measurement profiles exactly the workflows it measures (merge them with
@@ -96,7 +97,7 @@ func run() int {
 		for range usr1 {
 			var ru syscall.Rusage
 			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-			fmt.Printf("rusage %d %d\n", ru.Utime.Nano()/1000, ru.Stime.Nano()/1000)
+			fmt.Printf("rusage %d %d %d %d\n", ru.Utime.Nano()/1000, ru.Stime.Nano()/1000, ru.Nvcsw, ru.Nivcsw)
 		}
 	}()
 	if *windows != "" {
