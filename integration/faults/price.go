@@ -36,6 +36,8 @@ type PriceOptions struct {
 	Client              client.Client
 	// Bin is the worker binary built without faults (BuildWorker(ctx, dir, false)).
 	Bin string
+	// BareBin, when set, is the bare worker's binary instead of Bin.
+	BareBin string
 	// Stores are the gated configurations, each a name and a store spec.
 	Stores []PriceStore
 	// N is the activities per workflow. Optional: 0 means 200.
@@ -71,8 +73,9 @@ type PriceResult struct {
 }
 
 // PriceStore is one gated configuration: a name for the tables, a store spec and
-// its durability ("claim", "strict", or "" for the default).
-type PriceStore struct{ Name, Spec, Durability string }
+// its durability ("claim", "strict", or "" for the default), and optionally a worker
+// binary of its own (another build, to compare side by side; "" is PriceOptions.Bin).
+type PriceStore struct{ Name, Spec, Durability, Bin string }
 
 // PriceRow is one class × regular/local × store, against the bare worker.
 type PriceRow struct {
@@ -128,6 +131,11 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 			Bare: i == 0, Sticky: true}
 		if i > 0 {
 			spec.Store, spec.Durability = o.Stores[i-1].Spec, o.Stores[i-1].Durability
+			if b := o.Stores[i-1].Bin; b != "" {
+				spec.Bin = b
+			}
+		} else if o.BareBin != "" {
+			spec.Bin = o.BareBin
 		}
 		switch {
 		case o.ProfileDir != "" && o.ProfileWindows:
@@ -358,7 +366,8 @@ func PriceTargets(res PriceResult) string {
 	}
 	us := func(d time.Duration) string { return d.Round(time.Microsecond).String() }
 	for _, r := range res.Rows {
-		strict := strings.HasSuffix(r.Store, "-strict")
+		base, _, _ := strings.Cut(r.Store, "+") // a label (another build)
+		strict := strings.HasSuffix(base, "-strict")
 		pg := strings.HasPrefix(r.Store, "postgres")
 		what := fmt.Sprintf("%s %s (%s), %s", kind(r.Local), r.Effect, r.Tool, r.Store)
 		added := r.GateWall - r.BareWall

@@ -56,6 +56,8 @@ func run(ctx context.Context) int {
 		"under DIR/<configuration>/, named <tool>-<kind>-window-NNNN.pprof (merge one cell with `go tool pprof DIR/sqlite/SendEmail-regular-*.pprof`)")
 	priceTools := flag.String("price-tools", "", "only these tools in the price measurement (GetCustomer, UpsertContact, SendEmail; default all)")
 	priceKinds := flag.String("price-kinds", "", "only these kinds of activity in the price measurement (regular, local; default both)")
+	priceBins := flag.String("price-bin", "", "CONFIG=PATH,...: run the gated configuration CONFIG of -price-stores (e.g. sqlite+old) "+
+		"on this worker binary instead of the one built from this tree (bare=PATH for the bare worker): to compare builds side by side")
 	scheduled := flag.Bool("scheduled", false, "end a trial once a witness's early not-sent has its retry scheduled for when it counts "+
 		"(lease + 5 min), instead of waiting for that retry (faults.Env.Scheduled; the tests' mode)")
 	stores := flag.String("stores", "sqlite,postgres", "stores the fault matrix runs on (PostgreSQL needs IDEMGATE_POSTGRES_DSN)")
@@ -74,7 +76,8 @@ func run(ctx context.Context) int {
 			s = strings.TrimSpace(s)
 			base := s
 			if strictOK {
-				base = strings.TrimSuffix(s, "-strict")
+				base, _, _ = strings.Cut(s, "+") // a label: another worker binary (-price-bin)
+				base = strings.TrimSuffix(base, "-strict")
 			}
 			switch base {
 			case "sqlite":
@@ -205,10 +208,20 @@ func run(ctx context.Context) int {
 		o := faults.PriceOptions{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, N: *n, Rounds: *rounds,
 			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile, ProfileWindows: *windows, Probe: probe,
 			Tools: list(*priceTools), Kinds: list(*priceKinds)}
+		bins := map[string]string{}
+		for _, kv := range list(*priceBins) {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || (k != "bare" && !slicesContains(pst, k)) {
+				say("-price-bin: %q is not CONFIG=PATH with CONFIG bare or one of -price-stores (%s)", kv, strings.Join(pst, ","))
+				return 2
+			}
+			bins[k] = v
+		}
+		o.BareBin = bins["bare"]
 		for _, s := range pst {
 			spec := filepath.Join(dir, s+".db")
 			durability := "claim"
-			if strings.HasSuffix(s, "-strict") {
+			if base, _, _ := strings.Cut(s, "+"); strings.HasSuffix(base, "-strict") {
 				durability = "strict"
 			}
 			if strings.HasPrefix(s, "postgres") {
@@ -220,7 +233,7 @@ func run(ctx context.Context) int {
 				defer drop()
 				spec = d
 			}
-			o.Stores = append(o.Stores, faults.PriceStore{Name: s, Spec: spec, Durability: durability})
+			o.Stores = append(o.Stores, faults.PriceStore{Name: s, Spec: spec, Durability: durability, Bin: bins[s]})
 		}
 		res, err := faults.Price(ctx, o)
 		if err != nil {
