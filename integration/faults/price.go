@@ -55,6 +55,8 @@ type PriceOptions struct {
 	// workflow, over the same span as its CPU reading. Merge one cell's with
 	// `go tool pprof DIR/sqlite/SendEmail-regular-*.pprof`.
 	ProfileWindows bool
+	// ProfileHz is the profiles' sampling rate (0: runtime/pprof's 100 Hz).
+	ProfileHz int
 	// Tools, when set, limits the measurement to these tools of PriceClasses.
 	Tools []string
 	// Kinds, when set, limits it to "regular" or "local" activities.
@@ -128,7 +130,7 @@ func Price(ctx context.Context, o PriceOptions) (PriceResult, error) {
 	for i, c := range cfgs {
 		c.q = "price-" + c.name + "-" + uuid.NewString()[:8]
 		spec := WorkerSpec{Bin: o.Bin, HostPort: o.HostPort, Namespace: o.Namespace, Queue: c.q, World: world,
-			Bare: i == 0, Sticky: true}
+			Bare: i == 0, Sticky: true, CPUProfileHz: o.ProfileHz}
 		if i > 0 {
 			spec.Store, spec.Durability = o.Stores[i-1].Spec, o.Stores[i-1].Durability
 			if b := o.Stores[i-1].Bin; b != "" {

@@ -66,6 +66,8 @@ type WorkerSpec struct {
 	// CPUProfileWindows, when set, is a directory where the process writes one CPU
 	// profile per window that Proc.Profile opens and closes (exclusive with CPUProfile).
 	CPUProfileWindows string
+	// CPUProfileHz is the profiles' sampling rate (0: runtime/pprof's 100 Hz).
+	CPUProfileHz int
 	// Durability is the store's durability ("claim" or "strict"; "" is the default, claim).
 	Durability string
 	// PaymentsLookup, when set, is the URL of the card processor's lookup by key
@@ -91,6 +93,9 @@ func StartWorker(s WorkerSpec) (*Proc, error) {
 	}
 	if s.CPUProfileWindows != "" {
 		args = append(args, "--cpuprofile-windows", s.CPUProfileWindows)
+	}
+	if s.CPUProfileHz > 0 {
+		args = append(args, "--cpuprofile-hz", strconv.Itoa(s.CPUProfileHz))
 	}
 	if s.Durability != "" {
 		args = append(args, "--durability", s.Durability)

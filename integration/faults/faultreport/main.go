@@ -54,6 +54,7 @@ func run(ctx context.Context) int {
 	profile := flag.String("cpuprofile", "", "directory for CPU profiles of the price run's worker processes (bare.pprof, sqlite.pprof, postgres.pprof)")
 	windows := flag.Bool("cpuprofile-windows", false, "with -cpuprofile: profile only the measured workflows, one file per workflow "+
 		"under DIR/<configuration>/, named <tool>-<kind>-window-NNNN.pprof (merge one cell with `go tool pprof DIR/sqlite/SendEmail-regular-*.pprof`)")
+	profileHz := flag.Int("cpuprofile-hz", 0, "with -cpuprofile: the sampling rate (0: 100 Hz; 1000 gives ten times the samples)")
 	priceTools := flag.String("price-tools", "", "only these tools in the price measurement (GetCustomer, UpsertContact, SendEmail; default all)")
 	priceKinds := flag.String("price-kinds", "", "only these kinds of activity in the price measurement (regular, local; default both)")
 	priceBins := flag.String("price-bin", "", "CONFIG=PATH,...: run the gated configuration CONFIG of -price-stores (e.g. sqlite+old) "+
@@ -206,7 +207,7 @@ func run(ctx context.Context) int {
 		}
 		defer probe.Close()
 		o := faults.PriceOptions{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, N: *n, Rounds: *rounds,
-			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile, ProfileWindows: *windows, Probe: probe,
+			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile, ProfileWindows: *windows, ProfileHz: *profileHz, Probe: probe,
 			Tools: list(*priceTools), Kinds: list(*priceKinds)}
 		bins := map[string]string{}
 		for _, kv := range list(*priceBins) {

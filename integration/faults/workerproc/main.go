@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"syscall"
@@ -59,6 +60,7 @@ func run() int {
 	verbose := flag.Bool("v", false, "log the SDK's and the gate's lines to stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	windows := flag.String("cpuprofile-windows", "", "write a CPU profile of each window between two SIGUSR2 to this directory (window-0001.pprof, ...)")
+	hz := flag.Int("cpuprofile-hz", 0, "CPU profile sampling rate (0: runtime/pprof's 100 Hz); the runtime warns once that it keeps this rate")
 	lookup := flag.String("payments-lookup-url", "", "the card processor's lookup by key: ChargeCard's witness (activities.ChargeLookupWitness)")
 	hold := flag.Duration("hold-unknown", 0, "Options.HoldUnknown: a refused unknown outcome is retried after this, until it is settled")
 	var ep activities.Endpoints
@@ -83,11 +85,12 @@ func run() int {
 		if err != nil {
 			return fail("%v", err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := startProfile(f); err != nil {
 			return fail("%v", err)
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
+	profileHz = *hz
 	if *cpuprofile != "" && *windows != "" {
 		return fail("--cpuprofile and --cpuprofile-windows exclude each other (one CPU profile at a time)")
 	}
@@ -172,6 +175,23 @@ func run() int {
 	return 0
 }
 
+// profileHz is --cpuprofile-hz.
+var profileHz int
+
+// startProfile starts a CPU profile into f at profileHz: runtime/pprof asks for
+// 100 Hz but keeps a rate set just before it (with a warning on stderr), and the
+// profile's header carries the rate in force.
+func startProfile(f *os.File) error {
+	if profileHz > 0 {
+		runtime.SetCPUProfileRate(profileHz)
+	}
+	err := pprof.StartCPUProfile(f)
+	if err != nil && profileHz > 0 {
+		runtime.SetCPUProfileRate(0)
+	}
+	return err
+}
+
 // profileWindows profiles the windows between two SIGUSR2: one file per window.
 type profileWindows struct {
 	dir string
@@ -200,7 +220,7 @@ func (p *profileWindows) toggle() string {
 	if err != nil {
 		return fmt.Sprintf("profile %d error: %v", p.n, err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := startProfile(f); err != nil {
 		f.Close()
 		return fmt.Sprintf("profile %d error: %v", p.n, err)
 	}
