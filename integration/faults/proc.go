@@ -63,6 +63,11 @@ type WorkerSpec struct {
 	Sticky bool
 	// CPUProfile, when set, is where the process writes its CPU profile when stopped.
 	CPUProfile string
+	// CPUProfileWindows, when set, is a directory where the process writes one CPU
+	// profile per window that Proc.Profile opens and closes (exclusive with CPUProfile).
+	CPUProfileWindows string
+	// CPUProfileHz is the profiles' sampling rate (0: runtime/pprof's 100 Hz).
+	CPUProfileHz int
 	// Durability is the store's durability ("claim" or "strict"; "" is the default, claim).
 	Durability string
 	// PaymentsLookup, when set, is the URL of the card processor's lookup by key
@@ -85,6 +90,12 @@ func StartWorker(s WorkerSpec) (*Proc, error) {
 		"--payments-url", w.Payments.URL, "--email-url", w.Email.URL, "--chat-url", w.Chat.URL}
 	if s.CPUProfile != "" {
 		args = append(args, "--cpuprofile", s.CPUProfile)
+	}
+	if s.CPUProfileWindows != "" {
+		args = append(args, "--cpuprofile-windows", s.CPUProfileWindows)
+	}
+	if s.CPUProfileHz > 0 {
+		args = append(args, "--cpuprofile-hz", strconv.Itoa(s.CPUProfileHz))
 	}
 	if s.Durability != "" {
 		args = append(args, "--durability", s.Durability)
@@ -203,25 +214,75 @@ func (p *Proc) WaitReady(ctx context.Context) error {
 // CPU returns the user+system CPU time the process has used so far (it answers
 // SIGUSR1 with its getrusage).
 func (p *Proc) CPU(ctx context.Context) (time.Duration, error) {
+	u, err := p.Usage(ctx)
+	return u.CPU, err
+}
+
+// Usage is what a worker process's getrusage says.
+type Usage struct {
+	// CPU is user plus system time.
+	CPU time.Duration
+	// Switches counts the context switches: voluntary (a thread blocked: a futex
+	// sleep, a syscall that waited) plus involuntary (preempted). A worker process
+	// older than the count says 0.
+	Switches int64
+}
+
+// Usage returns the process's getrusage so far (it answers SIGUSR1 with it).
+func (p *Proc) Usage(ctx context.Context) (Usage, error) {
 	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		return 0, err
+		return Usage{}, err
 	}
 	for {
 		select {
 		case l := <-p.lines:
 			f := strings.Fields(l)
-			if len(f) == 3 && f[0] == "rusage" {
-				u, err1 := strconv.ParseInt(f[1], 10, 64)
-				s, err2 := strconv.ParseInt(f[2], 10, 64)
-				if err := errors.Join(err1, err2); err != nil {
-					return 0, fmt.Errorf("idemgate/integration/faults: rusage line %q: %w", l, err)
+			if len(f) < 3 || f[0] != "rusage" {
+				continue
+			}
+			var n [4]int64
+			for i := 1; i < len(f) && i <= len(n); i++ {
+				v, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					return Usage{}, fmt.Errorf("idemgate/integration/faults: rusage line %q: %w", l, err)
 				}
-				return time.Duration(u+s) * time.Microsecond, nil
+				n[i-1] = v
+			}
+			return Usage{CPU: time.Duration(n[0]+n[1]) * time.Microsecond, Switches: n[2] + n[3]}, nil
+		case <-p.done:
+			return Usage{}, errors.New("idemgate/integration/faults: worker process exited")
+		case <-ctx.Done():
+			return Usage{}, ctx.Err()
+		}
+	}
+}
+
+// Profile opens a CPU profile window of a process started with
+// WorkerSpec.CPUProfileWindows, or closes the open one and returns the file it
+// wrote (it answers SIGUSR2 once the profile is started or written).
+func (p *Proc) Profile(ctx context.Context) (file string, err error) {
+	if err := p.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		return "", err
+	}
+	for {
+		select {
+		case l := <-p.lines:
+			f := strings.Fields(l)
+			if len(f) < 3 || f[0] != "profile" {
+				continue
+			}
+			switch {
+			case f[2] == "on":
+				return "", nil
+			case f[2] == "off" && len(f) == 4:
+				return f[3], nil
+			default:
+				return "", fmt.Errorf("idemgate/integration/faults: worker process %d: %s", p.Pid(), l)
 			}
 		case <-p.done:
-			return 0, errors.New("idemgate/integration/faults: worker process exited")
+			return "", errors.New("idemgate/integration/faults: worker process exited")
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return "", ctx.Err()
 		}
 	}
 }

@@ -52,12 +52,23 @@ func run(ctx context.Context) int {
 	n := flag.Int("n", 200, "activities per workflow in the price measurement")
 	rounds := flag.Int("rounds", 5, "side-by-side rounds of the price measurement")
 	profile := flag.String("cpuprofile", "", "directory for CPU profiles of the price run's worker processes (bare.pprof, sqlite.pprof, postgres.pprof)")
+	windows := flag.Bool("cpuprofile-windows", false, "with -cpuprofile: profile only the measured workflows, one file per workflow "+
+		"under DIR/<configuration>/, named <tool>-<kind>-window-NNNN.pprof (merge one cell with `go tool pprof DIR/sqlite/SendEmail-regular-*.pprof`)")
+	profileHz := flag.Int("cpuprofile-hz", 0, "with -cpuprofile: the sampling rate (0: 100 Hz; 1000 gives ten times the samples)")
+	priceTools := flag.String("price-tools", "", "only these tools in the price measurement (GetCustomer, UpsertContact, SendEmail; default all)")
+	priceKinds := flag.String("price-kinds", "", "only these kinds of activity in the price measurement (regular, local; default both)")
+	priceBins := flag.String("price-bin", "", "CONFIG=PATH,...: run the gated configuration CONFIG of -price-stores (e.g. sqlite+old) "+
+		"on this worker binary instead of the one built from this tree (bare=PATH for the bare worker): to compare builds side by side")
 	scheduled := flag.Bool("scheduled", false, "end a trial once a witness's early not-sent has its retry scheduled for when it counts "+
 		"(lease + 5 min), instead of waiting for that retry (faults.Env.Scheduled; the tests' mode)")
 	stores := flag.String("stores", "sqlite,postgres", "stores the fault matrix runs on (PostgreSQL needs IDEMGATE_POSTGRES_DSN)")
 	priceStores := flag.String("price-stores", "sqlite,sqlite-strict,postgres", "gated configurations the price is measured on: sqlite, postgres, each optionally with -strict (every step synced)")
 	flag.Parse()
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "faultreport: "+format+"\n", args...) }
+	if *windows && *profile == "" {
+		say("-cpuprofile-windows needs -cpuprofile DIR (where the windows' profiles go)")
+		return 2
+	}
 
 	dsn := os.Getenv("IDEMGATE_POSTGRES_DSN")
 	parse := func(flagName, list string, strictOK bool) ([]string, bool) {
@@ -66,7 +77,8 @@ func run(ctx context.Context) int {
 			s = strings.TrimSpace(s)
 			base := s
 			if strictOK {
-				base = strings.TrimSuffix(s, "-strict")
+				base, _, _ = strings.Cut(s, "+") // a label: another worker binary (-price-bin)
+				base = strings.TrimSuffix(base, "-strict")
 			}
 			switch base {
 			case "sqlite":
@@ -195,11 +207,22 @@ func run(ctx context.Context) int {
 		}
 		defer probe.Close()
 		o := faults.PriceOptions{HostPort: hostPort, Namespace: ns, Client: c, Bin: bin, N: *n, Rounds: *rounds,
-			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile, Probe: probe}
+			Progress: func(s string) { say("%s", s) }, ProfileDir: *profile, ProfileWindows: *windows, ProfileHz: *profileHz, Probe: probe,
+			Tools: list(*priceTools), Kinds: list(*priceKinds)}
+		bins := map[string]string{}
+		for _, kv := range list(*priceBins) {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || (k != "bare" && !slicesContains(pst, k)) {
+				say("-price-bin: %q is not CONFIG=PATH with CONFIG bare or one of -price-stores (%s)", kv, strings.Join(pst, ","))
+				return 2
+			}
+			bins[k] = v
+		}
+		o.BareBin = bins["bare"]
 		for _, s := range pst {
 			spec := filepath.Join(dir, s+".db")
 			durability := "claim"
-			if strings.HasSuffix(s, "-strict") {
+			if base, _, _ := strings.Cut(s, "+"); strings.HasSuffix(base, "-strict") {
 				durability = "strict"
 			}
 			if strings.HasPrefix(s, "postgres") {
@@ -211,7 +234,7 @@ func run(ctx context.Context) int {
 				defer drop()
 				spec = d
 			}
-			o.Stores = append(o.Stores, faults.PriceStore{Name: s, Spec: spec, Durability: durability})
+			o.Stores = append(o.Stores, faults.PriceStore{Name: s, Spec: spec, Durability: durability, Bin: bins[s]})
 		}
 		res, err := faults.Price(ctx, o)
 		if err != nil {
@@ -220,12 +243,25 @@ func run(ctx context.Context) int {
 		}
 		fmt.Printf("## Price\n\n%s\nBare synced SQLite insert (one row per commit, WAL, synchronous=FULL, same disk), median of the rounds: %v\n\n",
 			faults.PriceMarkdown(res.Rows, *n, *rounds), res.Insert.Round(time.Microsecond))
+		fmt.Printf("Worker context switches per activity (getrusage: voluntary + involuntary), medians of the rounds:\n\n%s\n",
+			faults.SwitchesMarkdown(res.Rows))
 		fmt.Printf("### Targets\n\n%s\n", faults.PriceTargets(res))
 	}
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// list splits a comma-separated flag ("" is none).
+func list(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func slicesContains(xs []string, x string) bool {

@@ -7,8 +7,13 @@
 // whose outcome is unknown, and with --hold-unknown a refused unknown outcome is
 // retried until a witness or a person settles it.
 //
-// On SIGUSR1 it prints "rusage <user µs> <system µs>" of its own process to stdout,
-// so the price measurement reads the worker's CPU without counting the server's.
+// On SIGUSR1 it prints "rusage <user µs> <system µs> <voluntary> <involuntary>
+// context switches" of its own process to stdout, so the price measurement reads the
+// worker's CPU without counting the server's.
+// With --cpuprofile-windows DIR, each SIGUSR2 starts or stops a CPU profile
+// (DIR/window-0001.pprof, ...) and answers "profile <n> on|off": the price
+// measurement profiles exactly the workflows it measures (merge them with
+// `go tool pprof DIR/*.pprof`). Profiling is off unless a flag asks for it.
 // SIGTERM stops it gracefully.
 package main
 
@@ -19,7 +24,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,6 +59,8 @@ func run() int {
 	sticky := flag.Bool("sticky", true, "keep workflows in the sticky cache (false: a restarted worker picks them up at once)")
 	verbose := flag.Bool("v", false, "log the SDK's and the gate's lines to stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	windows := flag.String("cpuprofile-windows", "", "write a CPU profile of each window between two SIGUSR2 to this directory (window-0001.pprof, ...)")
+	hz := flag.Int("cpuprofile-hz", 0, "CPU profile sampling rate (0: runtime/pprof's 100 Hz); the runtime warns once that it keeps this rate")
 	lookup := flag.String("payments-lookup-url", "", "the card processor's lookup by key: ChargeCard's witness (activities.ChargeLookupWitness)")
 	hold := flag.Duration("hold-unknown", 0, "Options.HoldUnknown: a refused unknown outcome is retried after this, until it is settled")
 	var ep activities.Endpoints
@@ -75,10 +85,14 @@ func run() int {
 		if err != nil {
 			return fail("%v", err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := startProfile(f); err != nil {
 			return fail("%v", err)
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	profileHz = *hz
+	if *cpuprofile != "" && *windows != "" {
+		return fail("--cpuprofile and --cpuprofile-windows exclude each other (one CPU profile at a time)")
 	}
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
@@ -86,9 +100,20 @@ func run() int {
 		for range usr1 {
 			var ru syscall.Rusage
 			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-			fmt.Printf("rusage %d %d\n", ru.Utime.Nano()/1000, ru.Stime.Nano()/1000)
+			fmt.Printf("rusage %d %d %d %d\n", ru.Utime.Nano()/1000, ru.Stime.Nano()/1000, ru.Nvcsw, ru.Nivcsw)
 		}
 	}()
+	if *windows != "" {
+		pw := &profileWindows{dir: *windows}
+		defer pw.stop()
+		usr2 := make(chan os.Signal, 1)
+		signal.Notify(usr2, syscall.SIGUSR2)
+		go func() {
+			for range usr2 {
+				fmt.Println(pw.toggle())
+			}
+		}()
+	}
 
 	tools, err := activities.New(ep)
 	if err != nil {
@@ -148,4 +173,68 @@ func run() int {
 		fcancel()
 	}
 	return 0
+}
+
+// profileHz is --cpuprofile-hz.
+var profileHz int
+
+// startProfile starts a CPU profile into f at profileHz: runtime/pprof asks for
+// 100 Hz but keeps a rate set just before it (with a warning on stderr), and the
+// profile's header carries the rate in force.
+func startProfile(f *os.File) error {
+	if profileHz > 0 {
+		runtime.SetCPUProfileRate(profileHz)
+	}
+	err := pprof.StartCPUProfile(f)
+	if err != nil && profileHz > 0 {
+		runtime.SetCPUProfileRate(0)
+	}
+	return err
+}
+
+// profileWindows profiles the windows between two SIGUSR2: one file per window.
+type profileWindows struct {
+	dir string
+	mu  sync.Mutex
+	n   int
+	f   *os.File // the open window's file, nil between windows
+}
+
+// toggle starts the next window's profile, or stops the open one, and says which
+// ("profile <n> on", "profile <n> off <file>", or "profile <n> error: ...").
+func (p *profileWindows) toggle() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.f != nil {
+		pprof.StopCPUProfile()
+		name := p.f.Name()
+		err := p.f.Close()
+		p.f = nil
+		if err != nil {
+			return fmt.Sprintf("profile %d error: %v", p.n, err)
+		}
+		return fmt.Sprintf("profile %d off %s", p.n, name)
+	}
+	p.n++
+	f, err := os.Create(filepath.Join(p.dir, fmt.Sprintf("window-%04d.pprof", p.n)))
+	if err != nil {
+		return fmt.Sprintf("profile %d error: %v", p.n, err)
+	}
+	if err := startProfile(f); err != nil {
+		f.Close()
+		return fmt.Sprintf("profile %d error: %v", p.n, err)
+	}
+	p.f = f
+	return fmt.Sprintf("profile %d on", p.n)
+}
+
+// stop ends an open window (at exit).
+func (p *profileWindows) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.f != nil {
+		pprof.StopCPUProfile()
+		p.f.Close()
+		p.f = nil
+	}
 }
