@@ -177,6 +177,18 @@ func index(in Input) *view {
 		v.records[r.Key] = r
 		addKey(tokenIn(r.Args), r.Key)
 	}
+	// A refusal's withheld call names the key its call was given: a key of the call
+	// too, so an idempotent write withheld under a key the store never gave it counts
+	// as under two keys. Into keys only: tokenOf stays the word of the store and the
+	// vendors, against which the refusal's key is checked (refusal-incomplete).
+	for _, o := range v.outcomes() {
+		if f := o.Refusal; f != nil && f.Call != nil && f.Call.Key != "" && o.Token != "" && tokenIn(f.Call.Args) == o.Token {
+			if v.keys[o.Token] == nil {
+				v.keys[o.Token] = map[string]bool{}
+			}
+			v.keys[o.Token][f.Call.Key] = true
+		}
+	}
 	return v
 }
 
@@ -188,6 +200,8 @@ func (v *view) history(tok string, keys ...string) string {
 	fmt.Fprintf(&b, "  seed %d\n", v.in.Seed)
 	if c, ok := v.calls[tok]; ok {
 		fmt.Fprintf(&b, "  call %s: %s (%s) %s\n", tok, c.Tool, c.Effect, c.Args)
+	} else {
+		fmt.Fprintf(&b, "  call %s: not among the workload's calls\n", orDash(tok))
 	}
 	ks := slices.Clone(keys)
 	for _, k := range v.sortedKeys(tok) {
@@ -259,6 +273,20 @@ func Check(in Input) []Violation {
 		}
 	}
 
+	// Every effect names a call of the workload. The invariants above and below look
+	// at the workload's calls only, so an effect no call asked for (a call the harness
+	// did not record, a request that lost its token) would pass unseen — sent twice or
+	// without a claim receipt (atk-check finding 5).
+	for _, tok := range slices.Sorted(maps.Keys(v.effects)) {
+		if _, ok := v.calls[tok]; ok {
+			continue
+		}
+		for _, e := range v.effects[tok] {
+			bad(KindEffects, tok, e.Key, "the vendor %s performed effect #%d (%s, record %s), which names no call of the workload",
+				e.Vendor, e.Seq, e.Path, orDash(e.RecordID))
+		}
+	}
+
 	// No idempotent write under two keys.
 	for _, tok := range toks {
 		c := v.calls[tok]
@@ -325,18 +353,27 @@ func Check(in Input) []Violation {
 			bad(KindRefusal, o.Token, "", "%s refused (%s) without a reason", o.Tool, f.Type)
 		case f.Call == nil:
 			bad(KindRefusal, o.Token, "", "%s refused (%s) without its withheld call: %s", o.Tool, f.Type, f.Message)
-		case f.Call.Activity != o.Tool || !bytes.Contains(f.Call.Args, []byte(o.Token)) || f.Call.Key == "":
+		// The withheld call's arguments name this call's token, not one it is a prefix
+		// of (tk-w1-1 of tk-w1-12: atk-check finding 2).
+		case f.Call.Activity != o.Tool || tokenIn(f.Call.Args) != o.Token || f.Call.Key == "":
 			bad(KindRefusal, o.Token, f.Call.Key, "%s refused (%s) with another call withheld: %s", o.Tool, f.Type, f.Call)
+		// Its key is not another call's: releasing or settling the key it names would
+		// act on that call's write (atk-check finding 3).
+		case v.tokenOf[f.Call.Key] != "" && v.tokenOf[f.Call.Key] != o.Token:
+			bad(KindRefusal, o.Token, f.Call.Key, "%s refused (%s) naming key %s, which is call %s's: %s", o.Tool, f.Type,
+				f.Call.Key, v.tokenOf[f.Call.Key], f.Call)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(v.receipts)) {
 		for _, r := range v.receipts[k] {
 			switch r.Decision {
-			case store.DecisionGated:
+			// Every in-flight refusal names the call it withholds, retried or not (soak
+			// finding 2): its receipt carries it, like a gated one's (atk-check finding 1).
+			case store.DecisionGated, store.DecisionRefusedInFlight:
 				if len(r.Call) == 0 || r.Error == "" {
 					bad(KindRefusal, v.tokenOf[k], k, "receipt #%d (%s) without its withheld call or reason", r.ID, r.Decision)
 				}
-			case store.DecisionRefusedInFlight, store.DecisionRefusedConflict:
+			case store.DecisionRefusedConflict:
 				if r.Error == "" {
 					bad(KindRefusal, v.tokenOf[k], k, "receipt #%d (%s) without a reason", r.ID, r.Decision)
 				}
@@ -386,6 +423,43 @@ func Check(in Input) []Violation {
 		}
 		if !slices.ContainsFunc(v.sortedKeys(o.Token), completed) {
 			bad(KindReceiptLost, o.Token, "", "%s reported done, but no key of the call has a receipt of its completion (ran, or resolved as sent)", c.Tool)
+		}
+	}
+
+	// The receipts and records tell the truth about the effects (atk-check findings 6–8):
+	// a key whose last word is its completion has a completed record (a store that
+	// appends the receipt but forgets the record's completion leaves the key pending:
+	// for an activity without a witness nothing else sees it); a key settled as sent
+	// has an effect of its call; a destructive key the store ended not sent (released)
+	// was not performed under that key (a keyed effect under it, or an unkeyed one of a
+	// call with no other key). The fault matrix checks the last two per step
+	// (integration/faults/matrix.go).
+	for _, k := range slices.Sorted(maps.Keys(v.records)) {
+		rec, tok := v.records[k], v.tokenOf[k]
+		var last *store.Receipt
+		for i, r := range v.receipts[k] {
+			if settles(r.Decision) {
+				last = &v.receipts[k][i]
+			}
+		}
+		switch {
+		case rec.Effect == "read":
+		case last != nil && (last.Decision == store.DecisionRan || last.Decision == store.DecisionResolved && last.Resolution == store.ResolvedSent) &&
+			rec.State != store.StateCompleted:
+			bad(KindReceiptLost, tok, k, "receipt #%d (%s) is the key's last word, but its record is %s: the store lost the record's completion",
+				last.ID, last.Decision, rec.State)
+		case rec.Effect == "destructive" && rec.State == store.StateReleased && slices.ContainsFunc(v.effects[tok], func(e vendorsim.Entry) bool {
+			return e.Keyed && e.Key == k || !e.Keyed && len(v.keys[tok]) == 1
+		}):
+			bad(KindReceiptLost, tok, k, "the store ended the key released (not sent), but the vendor performed it")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(v.receipts)) {
+		for _, r := range v.receipts[k] {
+			if r.Decision == store.DecisionResolved && r.Resolution == store.ResolvedSent && len(v.effects[v.tokenOf[k]]) == 0 {
+				bad(KindReceiptLost, v.tokenOf[k], k, "receipt #%d settled the key as sent (by %s), but the vendor has no effect of the call",
+					r.ID, orDash(r.Actor))
+			}
 		}
 	}
 
@@ -466,6 +540,18 @@ func (v *view) outcomes() []soakwf.Outcome {
 		out = append(out, u.Outcome)
 	}
 	return out
+}
+
+// settles: the decision changes where the key's outcome stands (a claim, a
+// completion, a release, an unknown outcome, a settlement, a hand-off, a re-send);
+// refusals and replays leave it.
+func settles(d store.Decision) bool {
+	switch d {
+	case store.DecisionClaimed, store.DecisionTakenOver, store.DecisionRan, store.DecisionReleased, store.DecisionUnknown,
+		store.DecisionResolved, store.DecisionHandedOff, store.DecisionResent:
+		return true
+	}
+	return false
 }
 
 // sameRecords: every ledger record a names, b names too, and the other way round.

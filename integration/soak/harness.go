@@ -464,6 +464,15 @@ func (r *run) workload(ctx, dctx context.Context) {
 			n++
 			in, p := r.agentInput(rng, wf, n%8 == 1)
 			id := "soak-" + wf
+			// The calls are the checker's list of what the workload asked, recorded
+			// before the start: a start that reached the server although its caller
+			// got an error (the context ending mid-request) still runs them, and the
+			// checker reports an effect that names no call (atk-check finding 5).
+			r.mu.Lock()
+			r.calls = append(r.calls, in.Calls...)
+			r.calls = append(r.calls, p.signalled...)
+			r.calls = append(r.calls, p.updates...)
+			r.mu.Unlock()
 			_, err := r.cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: r.spec.Queue,
 				WorkflowRunTimeout: 20 * time.Minute}, soakwf.Agent, in)
 			if err != nil {
@@ -476,9 +485,6 @@ func (r *run) workload(ctx, dctx context.Context) {
 			p.id, p.kick, p.rng = id, make(chan struct{}, 1), rand.New(rand.NewPCG(r.cfg.Seed, 3+uint64(n)))
 			r.mu.Lock()
 			r.ids = append(r.ids, id)
-			r.calls = append(r.calls, in.Calls...)
-			r.calls = append(r.calls, p.signalled...)
-			r.calls = append(r.calls, p.updates...)
 			if p.drives() {
 				r.plans[id] = p
 			}
