@@ -180,9 +180,14 @@ func index(in Input) *view {
 	// A refusal's withheld call names the key its call was given: a key of the call
 	// too, so an idempotent write withheld under a key the store never gave it counts
 	// as under two keys. Into keys only: tokenOf stays the word of the store and the
-	// vendors, against which the refusal's key is checked (refusal-incomplete).
+	// vendors, against which the refusal's key is checked (refusal-incomplete); and
+	// not another call's key, whose receipts would then count as this call's.
 	for _, o := range v.outcomes() {
-		if f := o.Refusal; f != nil && f.Call != nil && f.Call.Key != "" && o.Token != "" && tokenIn(f.Call.Args) == o.Token {
+		f := o.Refusal
+		if f == nil || f.Call == nil || f.Call.Key == "" || o.Token == "" || tokenIn(f.Call.Args) != o.Token {
+			continue
+		}
+		if t := v.tokenOf[f.Call.Key]; t == "" || t == o.Token {
 			if v.keys[o.Token] == nil {
 				v.keys[o.Token] = map[string]bool{}
 			}
