@@ -469,13 +469,25 @@ func Check(in Input) []Violation {
 	}
 
 	// No stored result returned to a call with other arguments.
+	// Nor a result other than the key's stored one: a replay's ResultRef (the digest
+	// of what it returned) is that of the key's completion since its last claim, when
+	// both name one (atk-check finding 12: a store that answers a key with another
+	// key's record; the args hash alone does not show it).
 	for _, k := range slices.Sorted(maps.Keys(v.receipts)) {
-		hash := ""
+		hash, ref := "", ""
 		for _, r := range v.receipts[k] {
 			switch r.Decision {
 			case store.DecisionClaimed, store.DecisionTakenOver:
-				hash = r.ArgsHash
+				hash, ref = r.ArgsHash, ""
+			case store.DecisionRan, store.DecisionResolved:
+				if r.Decision == store.DecisionRan || r.Resolution == store.ResolvedSent {
+					ref = r.ResultRef
+				}
 			case store.DecisionReplayed:
+				if ref != "" && r.ResultRef != "" && r.ResultRef != ref {
+					bad(KindReplayOtherArgs, v.tokenOf[k], k, "receipt #%d returned result %s, but the key's stored result is %s",
+						r.ID, r.ResultRef, ref)
+				}
 				if hash == "" {
 					if rec, ok := v.records[k]; ok {
 						hash = rec.ArgsHash

@@ -79,6 +79,16 @@ func TestCheckerAttacks(t *testing.T) {
 			in.Records[0].State = store.StateReleased
 			refuse(in, 1, &interceptor.WithheldCall{Activity: "ChargeCard", Key: "k1", Args: in.Calls[1].Args})
 		}},
+		{"a replay returning a result other than the key's stored one", KindReplayOtherArgs, "tk-w1-1", func(in *Input) {
+			for i := range in.Receipts {
+				switch r := &in.Receipts[i]; {
+				case r.Key == "k1" && r.Decision == store.DecisionRan:
+					r.ResultRef = "sha256:00000000000000a1"
+				case r.Key == "k1" && r.Decision == store.DecisionReplayed:
+					r.ResultRef = "sha256:00000000000000a7" // k7's charge
+				}
+			}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,8 +148,9 @@ func TestCheckerAttacksLegitimateHistories(t *testing.T) {
 	add("k1", "ChargeCard", "destructive", store.DecisionUnknown, nil)
 	add("k1", "ChargeCard", "destructive", store.DecisionTakenOver, nil)
 	add("k1", "ChargeCard", "destructive", store.DecisionResent, func(r *store.Receipt) { r.Actor = "witness:vendor-dedup" })
-	add("k1", "ChargeCard", "destructive", store.DecisionRan, nil)
-	add("k1", "ChargeCard", "destructive", store.DecisionReplayed, nil)
+	ref := func(r *store.Receipt) { r.ResultRef = "sha256:00000000000000a1" }
+	add("k1", "ChargeCard", "destructive", store.DecisionRan, ref)
+	add("k1", "ChargeCard", "destructive", store.DecisionReplayed, ref)
 	// k2: claimed, released (the request was rejected), claimed again, ran.
 	add("k2", "SendEmail", "destructive", store.DecisionClaimed, nil)
 	add("k2", "SendEmail", "destructive", store.DecisionReleased, nil)
@@ -153,8 +164,9 @@ func TestCheckerAttacksLegitimateHistories(t *testing.T) {
 	add("k6", "ChargeCardAsync", "destructive", store.DecisionClaimed, nil)
 	add("k6", "ChargeCardAsync", "destructive", store.DecisionHandedOff, nil)
 	add("k6", "ChargeCardAsync", "destructive", store.DecisionResolved, func(r *store.Receipt) {
-		r.Resolution, r.Actor = store.ResolvedSent, "witness:payments-lookup"
+		r.Resolution, r.Actor, r.ResultRef = store.ResolvedSent, "witness:payments-lookup", "sha256:00000000000000a6"
 	})
+	add("k6", "ChargeCardAsync", "destructive", store.DecisionReplayed, func(r *store.Receipt) { r.ResultRef = "sha256:00000000000000a6" })
 	// A ninth call, a charge refused for good (its owner gone without proof, never
 	// performed), which a person then settled as not sent.
 	c8 := soakwf.Call{Token: "tk-w1-8", Tool: "ChargeCard", Effect: "destructive", Args: json.RawMessage(`{"customer":"cus_tk-w1-8","amount":300,"currency":"usd"}`)}
