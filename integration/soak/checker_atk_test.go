@@ -204,3 +204,58 @@ func TestCheckerAttacksLegitimateHistories(t *testing.T) {
 		t.Fatalf("violations in a legitimate history:\n%s", Report(in.Seed, vs))
 	}
 }
+
+// Breaks the review tried that the checker already reported; kept so that it goes on
+// reporting them.
+func TestCheckerAttacksHeld(t *testing.T) {
+	cases := []struct {
+		name   string
+		kind   string
+		token  string
+		break_ func(in *Input)
+	}{
+		{"a destructive call performed under a second key (the vendor deduplicated nothing)", KindDestructiveTwice, "tk-w1-1", func(in *Input) {
+			e := in.Ledger[0]
+			e.Seq, e.Key, e.RecordID = 9, "k1-other", "ch_000009"
+			in.Ledger = append(in.Ledger, e)
+			in.Receipts = append(in.Receipts, store.Receipt{ID: 99, Key: "k1-other", Decision: store.DecisionClaimed, ArgsHash: "hk1"})
+		}},
+		{"an idempotent write's keyed ledger line under a key the store never saw", KindIdempotentTwoKeys, "tk-w1-3", func(in *Input) {
+			e := in.Ledger[2]
+			e.Seq, e.Key = 2, "k3-unknown"
+			in.Ledger = append(in.Ledger, e)
+		}},
+		{"the same: and without a claim receipt", KindReceiptLost, "tk-w1-3", func(in *Input) {
+			e := in.Ledger[2]
+			e.Seq, e.Key = 2, "k3-unknown"
+			in.Ledger = append(in.Ledger, e)
+		}},
+		{"a call done with another call's stored result (its own write never performed)", KindEffects, "tk-w1-7", func(in *Input) {
+			in.Ledger = in.Ledger[:6]
+			in.Updates = nil
+			in.Runs[0].Result.Calls[7].Result = json.RawMessage(`{"id":"ch_000001","amount":100}`)
+		}},
+		{"a pending witnessed record whose workflow completed long ago", KindPendingSettleable, "tk-w1-6", func(in *Input) {
+			in.Records[5].State = store.StateUnknown
+			in.Receipts = dropReceipts(in.Receipts, "k6", store.DecisionRan)
+			in.Runs[0].Result.Calls[6] = soakwf.Outcome{Token: "tk-w1-6", Tool: "ChargeCardAsync", Err: "refused",
+				Refusal: &soakwf.Refusal{Type: interceptor.ErrTypeInFlight, Message: "idemgate: refused",
+					Call: &interceptor.WithheldCall{Activity: "ChargeCardAsync", Key: "k6", Args: in.Calls[6].Args}}}
+			in.Witnessed["ChargeCardAsync"] = true
+			in.Now = store.NotSentFrom(in.Records[5]).Add(in.Grace + time.Second)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := healthy()
+			c.break_(&in)
+			vs := Check(in)
+			for _, v := range vs {
+				if v.Kind == c.kind && v.Token == c.token {
+					return
+				}
+			}
+			t.Fatalf("want a %s violation of call %q, got:\n%s", c.kind, c.token, Report(in.Seed, vs))
+		})
+	}
+}
