@@ -278,6 +278,43 @@ func Check(in Input) []Violation {
 		}
 	}
 
+	// A destructive call's key is taken over (its unknown outcome sent again) only
+	// with the vendor's deduplication as witness: the same attempt's resent receipt.
+	// Without it the gate sent a destructive write again on no evidence — a second
+	// send that a keyed vendor or the MCP server's Dedup keeps out of the ledger (a
+	// gate that takes a destructive write for an idempotent one: atk-check finding
+	// 14). Only when that attempt went on to run (ran, handed off, released): a
+	// takeover whose resent receipt could not be stored, or whose reply was lost (then
+	// given back as unknown), does not run.
+	for _, k := range slices.Sorted(maps.Keys(v.receipts)) {
+		tok := v.tokenOf[k]
+		if c, ok := v.calls[tok]; !ok || c.Effect != "destructive" {
+			continue
+		}
+		rs := v.receipts[k]
+		for i, r := range rs {
+			if r.Decision != store.DecisionTakenOver {
+				continue
+			}
+			resent, ran := false, false
+			for _, x := range rs[i+1:] {
+				if x.WorkflowID != r.WorkflowID || x.RunID != r.RunID || x.Attempt != r.Attempt {
+					continue
+				}
+				switch x.Decision {
+				case store.DecisionResent:
+					resent = true
+				case store.DecisionRan, store.DecisionHandedOff, store.DecisionReleased:
+					ran = true
+				}
+			}
+			if ran && !resent {
+				bad(KindDestructiveTwice, tok, k, "receipt #%d took over the key (attempt %d) and the attempt ran, without the vendor's "+
+					"deduplication as witness (no resent receipt): the destructive write was sent again", r.ID, r.Attempt)
+			}
+		}
+	}
+
 	// Every effect names a call of the workload. The invariants above and below look
 	// at the workload's calls only, so an effect no call asked for (a call the harness
 	// did not record, a request that lost its token) would pass unseen — sent twice or

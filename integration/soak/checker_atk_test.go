@@ -79,6 +79,12 @@ func TestCheckerAttacks(t *testing.T) {
 			in.Records[0].State = store.StateReleased
 			refuse(in, 1, &interceptor.WithheldCall{Activity: "ChargeCard", Key: "k1", Args: in.Calls[1].Args})
 		}},
+		{"a destructive key taken over and sent again without the vendor's dedup as witness (hidden by the vendor)", KindDestructiveTwice, "tk-w1-1", func(in *Input) {
+			for i, d := range []store.Decision{store.DecisionUnknown, store.DecisionTakenOver, store.DecisionRan} {
+				in.Receipts = append(in.Receipts, store.Receipt{ID: int64(90 + i), Key: "k1", Activity: "ChargeCard", Effect: "idempotent-write",
+					Decision: d, ArgsHash: "hk1", WorkflowID: "soak-w1", RunID: "r1", Attempt: 2})
+			}
+		}},
 		{"a replay returning a result other than the key's stored one", KindReplayOtherArgs, "tk-w1-1", func(in *Input) {
 			for i := range in.Receipts {
 				switch r := &in.Receipts[i]; {
@@ -151,6 +157,14 @@ func TestCheckerAttacksLegitimateHistories(t *testing.T) {
 	ref := func(r *store.Receipt) { r.ResultRef = "sha256:00000000000000a1" }
 	add("k1", "ChargeCard", "destructive", store.DecisionRan, ref)
 	add("k1", "ChargeCard", "destructive", store.DecisionReplayed, ref)
+	// k7 (ChargeCard by an update): an attempt's takeover whose reply was lost, given
+	// back as unknown without running; then the next attempt's takeover, re-send, run.
+	add("k7", "ChargeCard", "destructive", store.DecisionUnknown, nil)
+	add("k7", "ChargeCard", "destructive", store.DecisionTakenOver, nil)
+	add("k7", "ChargeCard", "destructive", store.DecisionUnknown, nil)
+	add("k7", "ChargeCard", "destructive", store.DecisionTakenOver, func(r *store.Receipt) { r.Attempt = 3 })
+	add("k7", "ChargeCard", "destructive", store.DecisionResent, func(r *store.Receipt) { r.Attempt = 3 })
+	add("k7", "ChargeCard", "destructive", store.DecisionRan, func(r *store.Receipt) { r.Attempt = 3 })
 	// k2: claimed, released (the request was rejected), claimed again, ran.
 	add("k2", "SendEmail", "destructive", store.DecisionClaimed, nil)
 	add("k2", "SendEmail", "destructive", store.DecisionReleased, nil)
