@@ -17,20 +17,25 @@ import (
 
 // The kinds of violation the checker reports (Violation.Kind).
 const (
-	// KindDestructiveTwice: a destructive call's effect happened more than once.
+	// KindDestructiveTwice: a destructive call's effect happened more than once, or
+	// its key was taken over and sent again without the vendor's dedup as witness.
 	KindDestructiveTwice = "destructive-twice"
 	// KindIdempotentTwoKeys: one idempotent call was claimed or sent under two keys.
 	KindIdempotentTwoKeys = "idempotent-two-keys"
 	// KindEffects: a completed workflow's call did not have the effect its outcome
 	// says (done but no effect, or a result that is not the vendor's record), or is
-	// missing from the result.
+	// missing from the result; or a vendor effect names no call of the workload.
 	KindEffects = "effects-differ"
-	// KindRefusal: a refusal without its withheld call or without a reason.
+	// KindRefusal: a refusal without its withheld call (this call, under a key that
+	// is not another call's) or without a reason.
 	KindRefusal = "refusal-incomplete"
 	// KindReceiptLost: a vendor effect without a claim receipt for its key, or a call
-	// reported done without the receipt of its completion.
+	// reported done without the receipt of its completion; or receipts and records
+	// that misstate the effects (a completion whose record is still pending, a key
+	// settled as sent with no effect, a destructive key released though performed).
 	KindReceiptLost = "receipt-lost"
-	// KindReplayOtherArgs: a stored result returned to a call with other arguments.
+	// KindReplayOtherArgs: a stored result returned to a call with other arguments,
+	// or a replay that returned another result than its key's stored one.
 	KindReplayOtherArgs = "replay-other-args"
 	// KindPendingSettleable: a record still blocks its key although a witness could
 	// have settled it (its activity has a witness, the owner is gone past NotSentFrom).
