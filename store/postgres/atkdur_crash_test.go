@@ -2,17 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/idemgate/idemgate/internal/testutil/pgtest"
 	"github.com/idemgate/idemgate/store"
-	"github.com/idemgate/idemgate/store/postgres"
 )
 
 // TestAtkDurServerCrashKeepsWritePathReceipts: the receipts the gate appends on a
@@ -30,38 +25,8 @@ func TestAtkDurServerCrashKeepsWritePathReceipts(t *testing.T) {
 }
 
 func TestAtkDurServerCrashKeepsWritePathReceiptsChild(t *testing.T) {
-	pgctl := pgtest.PrivateServer(t, "TestAtkDurServerCrashKeepsWritePathReceipts")
 	ctx := context.Background()
-	d := dsn(t)
-	admin, err := pgx.Connect(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`ALTER SYSTEM SET wal_writer_delay = '10s'`, `ALTER SYSTEM SET wal_writer_flush_after = '128MB'`,
-		`SELECT pg_reload_conf()`} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	admin.Close(ctx)
-	s := open(t, d, postgres.Options{ConnectTimeout: 2 * time.Second})
-	crash := func() {
-		t.Helper()
-		if out, err := exec.Command(pgctl, "restart", "-m", "immediate").CombinedOutput(); err != nil {
-			t.Fatalf("pg_ctl restart -m immediate: %v\n%s", err, out)
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			_, err := s.Get(ctx, "none")
-			if errors.Is(err, store.ErrNotFound) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the store still fails 60 s after the restart: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond) // poll interval, not a wait for an outcome
-		}
-	}
+	s, crash := crashableStore(t, "TestAtkDurServerCrashKeepsWritePathReceipts")
 	for _, dec := range []store.Decision{store.DecisionResent, store.DecisionRefusedInFlight, store.DecisionHandedOff} {
 		t.Run(string(dec), func(t *testing.T) {
 			key := "k-" + string(dec)

@@ -30,39 +30,8 @@ func TestServerCrashKeepsWriteOutcomes(t *testing.T) {
 }
 
 func TestServerCrashKeepsWriteOutcomesChild(t *testing.T) {
-	pgctl := pgtest.PrivateServer(t, "TestServerCrashKeepsWriteOutcomes")
 	ctx := context.Background()
-	d := dsn(t)
-	admin, err := pgx.Connect(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`ALTER SYSTEM SET wal_writer_delay = '10s'`, `ALTER SYSTEM SET wal_writer_flush_after = '128MB'`,
-		`SELECT pg_reload_conf()`} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	admin.Close(ctx)
-	s := open(t, d, postgres.Options{ConnectTimeout: 2 * time.Second})
-
-	crash := func() {
-		t.Helper()
-		if out, err := exec.Command(pgctl, "restart", "-m", "immediate").CombinedOutput(); err != nil {
-			t.Fatalf("pg_ctl restart -m immediate: %v\n%s", err, out)
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			_, err := s.Get(ctx, "none")
-			if errors.Is(err, store.ErrNotFound) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the store still fails 60 s after the restart: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond) // poll interval, not a wait for an outcome
-		}
-	}
+	s, crash := crashableStore(t, "TestServerCrashKeepsWriteOutcomes")
 	mustClaim := func(key string) {
 		t.Helper()
 		c := claim(key, "a")
@@ -140,4 +109,46 @@ func TestServerCrashKeepsWriteOutcomesChild(t *testing.T) {
 			}
 		})
 	}
+}
+
+// crashableStore opens a store on the private server of the test named parent (run
+// in a child process by pgtest.RunOnPrivateServer) with the WAL writer slowed to
+// its maximum, so that a commit made with synchronous_commit=off is still in the
+// server's memory when it dies, and returns it with crash, which restarts the
+// server in immediate mode and returns once the store answers again.
+func crashableStore(t *testing.T, parent string) (*postgres.Store, func()) {
+	t.Helper()
+	pgctl := pgtest.PrivateServer(t, parent)
+	ctx := context.Background()
+	d := dsn(t)
+	admin, err := pgx.Connect(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER SYSTEM SET wal_writer_delay = '10s'`, `ALTER SYSTEM SET wal_writer_flush_after = '128MB'`,
+		`SELECT pg_reload_conf()`} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	admin.Close(ctx)
+	s := open(t, d, postgres.Options{ConnectTimeout: 2 * time.Second})
+	crash := func() {
+		t.Helper()
+		if out, err := exec.Command(pgctl, "restart", "-m", "immediate").CombinedOutput(); err != nil {
+			t.Fatalf("pg_ctl restart -m immediate: %v\n%s", err, out)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			_, err := s.Get(ctx, "none")
+			if errors.Is(err, store.ErrNotFound) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the store still fails 60 s after the restart: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond) // poll interval, not a wait for an outcome
+		}
+	}
+	return s, crash
 }
