@@ -102,6 +102,12 @@ type Outcome struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Refusal *Refusal        `json:"refusal,omitempty"`
 	Err     string          `json:"err,omitempty"`
+	// TimedOut: the call failed because Temporal's time for it ran out (a
+	// temporal.TimeoutError in the chain: StartToClose, or no time left before
+	// ScheduleToClose for another attempt). An activity that a reset left pending
+	// keeps its first scheduling time, so its ScheduleToClose (by default the
+	// workflow's run timeout) may be spent before the new run's attempt ends.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // Result lists every call's outcome, in order.
@@ -307,6 +313,8 @@ func call(ctx, actx, lctx workflow.Context, c Call) Outcome {
 		return o
 	}
 	o.Err = err.Error()
+	var timeout *temporal.TimeoutError
+	o.TimedOut = errors.As(err, &timeout)
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) && slices.Contains(Refusals, app.Type()) {
 		r := &Refusal{Type: app.Type(), Message: app.Message()}
