@@ -573,11 +573,11 @@ func Check(in Input) []Violation {
 		}
 		c := v.calls[got.Token]
 		switch {
-		case !o.Done && o.TimedOut && o.Refusal == nil && v.completed(got.Token):
+		case !o.Done && o.TimedOut && o.Refusal == nil && (c.Effect == "read" || v.completed(got.Token)):
 			// The workflow's run asked again (a reset re-ran the update's call) and
 			// Temporal's time for the call ran out before the gate answered: no other
 			// outcome, and the stored one stands (the key's record is completed, so any
-			// later attempt gets it). A reset that leaves the activity pending keeps its
+			// later attempt gets it; a read stores none). A reset that leaves the activity pending keeps its
 			// first scheduling time, so a reset 20 minutes on has no ScheduleToClose
 			// left (the first one-hour runs: 5 of 6,674 workflows).
 		case !o.Done:

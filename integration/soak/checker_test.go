@@ -249,6 +249,18 @@ func TestCheckerUpdateReRunThatTimedOutIsNoViolation(t *testing.T) {
 	if vs := Check(in); len(vs) != 0 {
 		t.Fatalf("violations:\n%s", Report(in.Seed, vs))
 	}
+	// The same for a read an update made (it has no key: nothing is stored).
+	in = healthy()
+	read := soakwf.Call{Token: "tk-w1-8", Tool: "GetCustomer", Effect: "read", Via: soakwf.ViaUpdate,
+		Args: json.RawMessage(`{"customer_id":"cus_tk-w1-8"}`)}
+	in.Calls = append(in.Calls, read)
+	in.Updates = append(in.Updates, Update{WorkflowID: "soak-w1", Outcome: soakwf.Outcome{Token: "tk-w1-8", Tool: "GetCustomer",
+		Done: true, Result: json.RawMessage(`{"id":"cus_tk-w1-8"}`)}})
+	in.Runs[0].Result.Calls = append(in.Runs[0].Result.Calls, soakwf.Outcome{Token: "tk-w1-8", Tool: "GetCustomer",
+		TimedOut: true, Err: "activity error (type: GetCustomer): Not enough time to schedule next retry before activity ScheduleToClose timeout"})
+	if vs := Check(in); len(vs) != 0 {
+		t.Fatalf("violations (read):\n%s", Report(in.Seed, vs))
+	}
 }
 
 // A witnessed record inside its grace, and an unwitnessed one however old, are not
