@@ -35,9 +35,7 @@ func TestAtkDurSecondEvidenceInARetriedBatchIsSynced(t *testing.T) {
 			t.Errorf("Append: %v", err)
 		}
 	})
-	for s.queueLen() == 0 && !s.isCommitting() {
-		time.Sleep(time.Millisecond)
-	}
+	waitTaken(s)
 	var sentErr error
 	var commitsAt, syncedAt int64
 	wg.Go(func() {
