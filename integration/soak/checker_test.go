@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,12 +89,7 @@ func TestCheckerHealthyRunHasNoViolations(t *testing.T) {
 // Each case breaks one invariant by hand; the checker reports exactly that kind,
 // naming the call, with the seed and the call's history.
 func TestCheckerCatchesEachInvariant(t *testing.T) {
-	cases := []struct {
-		name   string
-		kind   string
-		token  string
-		break_ func(in *Input)
-	}{
+	cases := []breakCase{
 		{"a keyed destructive write performed twice", KindDestructiveTwice, "tk-w1-1", func(in *Input) {
 			e := in.Ledger[0]
 			e.Seq, e.RecordID = 2, "ch_000002"
@@ -210,29 +206,7 @@ func TestCheckerCatchesEachInvariant(t *testing.T) {
 			in.Runs[0].Result.Calls[7].Result = json.RawMessage(`{"id":"ch_000004","amount":200}`)
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			in := healthy()
-			c.break_(&in)
-			vs := Check(in)
-			if len(vs) == 0 {
-				t.Fatalf("no violation reported; want %s", c.kind)
-			}
-			found := false
-			for _, v := range vs {
-				if v.Kind == c.kind && v.Token == c.token {
-					found = true
-				}
-			}
-			rep := Report(in.Seed, vs)
-			if !found {
-				t.Fatalf("want a %s violation of %s, got:\n%s", c.kind, c.token, rep)
-			}
-			if !strings.Contains(rep, "seed 7") || !strings.Contains(rep, "-seed 7") || !strings.Contains(rep, "call "+c.token+":") {
-				t.Fatalf("the report lacks the seed or the call's history:\n%s", rep)
-			}
-		})
-	}
+	runBreakCases(t, cases, true)
 }
 
 // A reset re-ran an update's call and Temporal's time for it ran out before the
@@ -291,4 +265,37 @@ func dropReceipts(rs []store.Receipt, key string, d store.Decision) []store.Rece
 		out = append(out, r)
 	}
 	return out
+}
+
+// breakCase breaks one invariant of healthy() by hand: the checker must report a
+// violation of kind naming the call token.
+type breakCase struct {
+	name   string
+	kind   string
+	token  string
+	break_ func(in *Input)
+}
+
+// runBreakCases runs each case on a fresh healthy() input: a violation of its kind
+// naming its call, and a report with the seed to replay it (and, with history, the
+// call's history: a call of the workload's).
+func runBreakCases(t *testing.T, cases []breakCase, history bool) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := healthy()
+			c.break_(&in)
+			vs := Check(in)
+			rep := Report(in.Seed, vs)
+			if !slices.ContainsFunc(vs, func(v Violation) bool { return v.Kind == c.kind && v.Token == c.token }) {
+				t.Fatalf("want a %s violation of call %q, got:\n%s", c.kind, c.token, rep)
+			}
+			if !strings.Contains(rep, "seed 7") || !strings.Contains(rep, "-seed 7") {
+				t.Fatalf("the report lacks the seed:\n%s", rep)
+			}
+			if history && !strings.Contains(rep, "call "+c.token+":") {
+				t.Fatalf("the report lacks the call's history:\n%s", rep)
+			}
+		})
+	}
 }
