@@ -104,17 +104,7 @@ func ticketDesk() idemhttp.Profile {
 func TestTwoVendorsResendKeepsTheFirstAttemptsExits(t *testing.T) {
 	r := newLookupRun(t)
 	a := &chargeAndTicket{r: r, p: idemhttp.Stripe, q: ticketDesk(), plan: map[int32]string{1: "P and Q", 2: "P"}}
-	a.between = func(n int32) {
-		switch n {
-		case 1:
-			r.clk.jump(30 * time.Minute)
-		case 2:
-			r.clk.jump(90 * time.Minute)
-			for _, e := range r.w.Tickets.Ledger() {
-				r.w.Tickets.Forget(e.Key) // Q's hour has passed
-			}
-		}
-	}
+	a.between = qsHourPassesAfterAttempt2(r)
 	_, err := r.run(t, interceptor.Options{VendorWindows: map[string]time.Duration{"ChargeCard": 24 * time.Hour}}, a)
 	if n := r.w.Tickets.Total(); n != 1 {
 		t.Fatalf("the ticket desk acted %d times (duplicates %v), want once: a re-send relied on P's window after Q's "+
@@ -156,17 +146,7 @@ func TestTwoVendorsLookupSeesEveryAttemptsExits(t *testing.T) {
 	r := newLookupRun(t)
 	a := &chargeAndTicket{r: r, p: idemhttp.Stripe, q: ticketDesk(), plan: map[int32]string{1: "P and Q", 2: "P"},
 		lost: map[int32]bool{1: true, 2: true}}
-	a.between = func(n int32) {
-		switch n {
-		case 1:
-			r.clk.jump(30 * time.Minute)
-		case 2:
-			r.clk.jump(90 * time.Minute)
-			for _, e := range r.w.Tickets.Ledger() {
-				r.w.Tickets.Forget(e.Key)
-			}
-		}
-	}
+	a.between = qsHourPassesAfterAttempt2(r)
 	opts := interceptor.Options{
 		VendorWindows: map[string]time.Duration{"ChargeCard": 45 * time.Minute},
 		Witnesses:     map[string][]witness.Witness{"ChargeCard": {mustLookup(t, idemhttp.Stripe, chargeLookup(r.w.Payments.URL))}},
@@ -227,5 +207,22 @@ func TestLookupWitnessNeedsEveryClaimsEvidence(t *testing.T) {
 	rec.Owner = "a2"
 	if a, err := lw.Ask(context.Background(), witness.Query{Record: rec, Now: time.Now()}); err != nil || a.Verdict != witness.NotSent {
 		t.Fatalf("answer %+v, %v; want not sent (nothing under the key, an authoritative lookup)", a, err)
+	}
+}
+
+// qsHourPassesAfterAttempt2 is the clock of the two-vendor scenarios: 30 minutes
+// after attempt 1, then 90 more after attempt 2, when Q's hour has passed and Q
+// forgets the keys it saw.
+func qsHourPassesAfterAttempt2(r *lookupRun) func(n int32) {
+	return func(n int32) {
+		switch n {
+		case 1:
+			r.clk.jump(30 * time.Minute)
+		case 2:
+			r.clk.jump(90 * time.Minute)
+			for _, e := range r.w.Tickets.Ledger() {
+				r.w.Tickets.Forget(e.Key)
+			}
+		}
 	}
 }
